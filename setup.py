@@ -7,6 +7,9 @@ Environment:
   REPLAYSSM_CUTLASS_DIR  a CUTLASS include dir (holding cutlass/ and cute/) instead of the
                          nvidia-cutlass wheel's
   REPLAYSSM_PTXAS_VERBOSE=1  print ptxas register / spill reports
+  REPLAYSSM_FAMILIES     comma list of kernel families to build (e.g. "mamba2"); default all.
+                         Sources are named <family>_*.cu / <family>_*.cpp; the cursor ops are always
+                         built. A family left out keeps its CPU ops only (a development shortcut).
   MAX_JOBS               parallel compile jobs (ninja)
 """
 
@@ -79,9 +82,25 @@ if cuda_home and os.environ.get("REPLAYSSM_CPU_ONLY") != "1":
 
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
+
+
+def _family_filter(paths):
+    wanted = os.environ.get("REPLAYSSM_FAMILIES")
+    if not wanted:
+        return paths
+    families = [f.strip() for f in wanted.split(",") if f.strip()]
+    known = ("mamba2_", "gdn_")
+    keep = []
+    for p in paths:
+        name = os.path.basename(p)
+        if not name.startswith(known) or any(name.startswith(f + "_") for f in families):
+            keep.append(p)
+    return keep
+
+
 with_cuda = _want_cuda()
-cpp_sources = sorted(glob.glob("csrc/bindings.cpp") + glob.glob("csrc/ops/*.cpp"))
-cu_sources = sorted(glob.glob("csrc/kernels/*.cu")) if with_cuda else []
+cpp_sources = _family_filter(sorted(glob.glob("csrc/bindings.cpp") + glob.glob("csrc/ops/*.cpp")))
+cu_sources = _family_filter(sorted(glob.glob("csrc/kernels/*.cu"))) if with_cuda else []
 include_dirs = [os.path.join(ROOT, "csrc", "include"), os.path.join(ROOT, "csrc", "ops")]
 
 defines = [f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"]  # torch adds -DPy_LIMITED_API itself
