@@ -1,0 +1,372 @@
+"""Thin Python wrappers over ``torch.ops.replayssm.*``.
+
+Each wrapper calls its op once; the only work done here is allocating ``out`` when the caller
+passes none (``torch.empty``: rows of padding slots are then left uninitialised, pass a zeroed
+``out`` if they must be defined) and picking the tensors out of the cache / cursor objects. The
+math, the validation and the cursor rules live in the ops; docs/contract.md states them.
+
+Two forms, as keyword arguments of the same function:
+
+- convenient: ``cache=`` a :class:`~replayssm_ext.cache.Mamba2Cache` / ``GDNCache`` and
+  ``cursors=`` a :class:`~replayssm_ext.cache.Cursors` (their ring lengths are checked to agree:
+  the ring index is ``(start + j) % R`` in both ``commit`` and the kernels);
+- raw: the cache tensors (``state, ring_x, ring_B, ring_dt`` / ``state, ring_u, ring_k, ring_g``)
+  and cursor tensors (``hist, start, flush``; ``max_tokens`` for spec verify) by name.
+
+Dims: ``batch`` rows (one sequence each), ``tokens`` = total tokens of a varlen call, ``slots``
+cache slots, ``R`` ring length, ``T`` max tokens per row. Mamba-2 ``H, P, N, G``; GDN ``H, HV,
+K, V`` (docs/contract.md, "Symbols"). ``act`` = bf16, fp16 or fp32, one per call.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+
+from .cache import Cursors, GDNCache, Mamba2Cache
+
+__all__ = [
+    "commit", "reset",
+    "mamba2_decode", "mamba2_spec_verify", "mamba2_flush", "mamba2_state_update",
+    "gdn_decode", "gdn_spec_verify", "gdn_flush", "gdn_state_update",
+]
+
+_MAMBA2_CACHE_NAMES = ("state", "ring_x", "ring_B", "ring_dt")
+_GDN_CACHE_NAMES = ("state", "ring_u", "ring_k", "ring_g")
+
+
+def _from_object_or_raw(op: str, what: str, obj, obj_cls, names, raw) -> tuple:
+    """Tensors `names` taken from `obj` (an `obj_cls`) or from the raw keyword tensors, never both."""
+    if obj is not None:
+        if not isinstance(obj, obj_cls):
+            raise TypeError(f"{op}: {what} must be a {obj_cls.__name__}, got {type(obj).__name__}")
+        given = [n for n, t in zip(names, raw) if t is not None]
+        if given:
+            raise TypeError(f"{op}: pass either {what}= or the raw tensors ({', '.join(names)}), "
+                            f"not both; got {what}= and {', '.join(given)}")
+        return tuple(getattr(obj, n) for n in names)
+    missing = [n for n, t in zip(names, raw) if t is None]
+    if missing:
+        raise TypeError(f"{op}: pass {what}= (a {obj_cls.__name__}) or all of {', '.join(names)}; "
+                        f"missing {', '.join(missing)}")
+    return tuple(raw)
+
+
+def _check_same_ring(op: str, cache, cursors) -> None:
+    if cache is not None and cursors is not None and cache.ring_len != cursors.ring_len:
+        raise ValueError(f"{op}: the cache's ring length (R={cache.ring_len}, ring tensors dim 2) must equal "
+                         f"cursors.ring_len ({cursors.ring_len})")
+
+
+def _max_tokens(op: str, cursors, max_tokens) -> int:
+    if cursors is None:
+        if max_tokens is None:
+            raise TypeError(f"{op}: pass cursors= (a Cursors) or max_tokens= with the raw cursor tensors")
+        return max_tokens
+    if max_tokens is not None and max_tokens != cursors.max_tokens:
+        raise ValueError(f"{op}: max_tokens ({max_tokens}) must equal cursors.max_tokens ({cursors.max_tokens}) "
+                         f"when both are given")
+    return cursors.max_tokens
+
+
+def _new_out(like: torch.Tensor) -> torch.Tensor:
+    # Contiguous, whatever the strides of `like` (which may be a slice of a projection output).
+    return torch.empty(like.shape, dtype=like.dtype, device=like.device)
+
+
+# --------------------------------------------------------------------------------------------
+# Cursors
+# --------------------------------------------------------------------------------------------
+
+def commit(cursors: Cursors, slots: torch.Tensor, accepted: torch.Tensor, null_slot: Optional[int] = None) -> None:
+    """Advances the cursors once per model step, after every SSM layer ran and acceptance is known.
+
+    Args:
+        cursors: the model's :class:`Cursors` (mutated: ``hist``, ``start``, ``flush``).
+        slots: int32 ``(batch,)``, the rows' slots (-1 or ``null_slot`` = padding, skipped).
+        accepted: int32 ``(batch,)``, tokens accepted per row, in ``1..T``.
+
+    A flush slot's window becomes its history (``start += hist; hist = accepted``), otherwise
+    ``hist += accepted``; then ``flush = hist + 2T > B + T``. See docs/contract.md, "Cursors".
+    """
+    cursors.commit(slots, accepted, null_slot)
+
+
+def reset(cursors: Cursors, slots: torch.Tensor, null_slot: Optional[int] = None) -> None:
+    """Empties the history of ``slots`` (int32 ``(batch,)``): ``hist = start = flush = 0``.
+
+    Call after prefill wrote the checkpoint, or after ``*_flush`` folded every layer. Mutates
+    ``cursors``. See docs/contract.md, "Cursors".
+    """
+    cursors.reset(slots, null_slot)
+
+
+# --------------------------------------------------------------------------------------------
+# Mamba-2
+# --------------------------------------------------------------------------------------------
+
+def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, *,
+                  slots: torch.Tensor, cache: Optional[Mamba2Cache] = None, cursors: Optional[Cursors] = None,
+                  D: Optional[torch.Tensor] = None, z: Optional[torch.Tensor] = None,
+                  dt_bias: Optional[torch.Tensor] = None, dt_softplus: bool = True,
+                  out: Optional[torch.Tensor] = None, route: str = "output_only", null_slot: Optional[int] = None,
+                  state=None, ring_x=None, ring_B=None, ring_dt=None, hist=None, start=None, flush=None
+                  ) -> torch.Tensor:
+    """One ReplaySSM Mamba-2 decode step (one token per row) for one layer.
+
+    Args:
+        x: ``(batch, H, P)`` act; dt: ``(batch, H)`` act (raw, before bias / softplus);
+        A: ``(H,)`` fp32 (negative); B, C: ``(batch, G, N)`` act; z: ``(batch, H, P)`` act or None;
+        D, dt_bias: ``(H,)`` fp32 or None; dt_softplus: apply ``softplus20`` to ``dt + dt_bias``.
+        slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows (they write nothing).
+        cache / cursors: the layer's :class:`Mamba2Cache` and the model's :class:`Cursors` (or the
+            raw tensors by name).
+        out: ``(batch, H, P)`` act, allocated when None.
+        route: ``"output_only"`` (non-flush rows never form the state) or ``"state_and_output"``.
+
+    Mutates: ``state`` (rows with ``flush`` set: the history is folded into the checkpoint first),
+    the rings (the new entry at logical ``hist``), ``out``. Cursors are only read; call
+    :func:`commit` after all layers. See docs/contract.md, "Ops".
+
+    Returns ``out``.
+    """
+    op = "mamba2_decode"
+    cache_t = _from_object_or_raw(op, "cache", cache, Mamba2Cache, _MAMBA2_CACHE_NAMES, (state, ring_x, ring_B, ring_dt))
+    hist, start, flush = _from_object_or_raw(op, "cursors", cursors, Cursors, ("hist", "start", "flush"),
+                                             (hist, start, flush))
+    _check_same_ring(op, cache, cursors)
+    if out is None:
+        out = _new_out(x)
+    torch.ops.replayssm.mamba2_decode(x, dt, A, B, C, D, z, dt_bias, dt_softplus, slots, hist, start, flush,
+                                      *cache_t, out, route, null_slot)
+    return out
+
+
+def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, *,
+                       cu_seqlens: torch.Tensor, slots: torch.Tensor, cache: Optional[Mamba2Cache] = None,
+                       cursors: Optional[Cursors] = None, D: Optional[torch.Tensor] = None,
+                       z: Optional[torch.Tensor] = None, dt_bias: Optional[torch.Tensor] = None,
+                       dt_softplus: bool = True, out: Optional[torch.Tensor] = None,
+                       null_slot: Optional[int] = None, max_tokens: Optional[int] = None,
+                       state=None, ring_x=None, ring_B=None, ring_dt=None, hist=None, start=None, flush=None
+                       ) -> torch.Tensor:
+    """ReplaySSM Mamba-2 speculative-decoding verify step: a window of ``1..T`` tokens per row.
+
+    Args:
+        x: ``(tokens, H, P)`` act; dt: ``(tokens, H)`` act; B, C: ``(tokens, G, N)`` act;
+        z: ``(tokens, H, P)`` act or None; A, D, dt_bias: ``(H,)`` fp32 (D, dt_bias optional).
+        cu_seqlens: int32 ``(batch + 1,)``: row ``r`` owns tokens ``cu_seqlens[r] .. cu_seqlens[r+1]-1``.
+        slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows.
+        cache / cursors: as in :func:`mamba2_decode`; ``T`` is ``cursors.max_tokens`` (or
+            ``max_tokens=`` with raw cursor tensors).
+        out: ``(tokens, H, P)`` act, allocated when None.
+
+    Mutates: ``state`` (flush rows fold their history first), the rings (the window at logical
+    ``hist .. hist+n-1``), ``out``. Rollback of rejected drafts is :func:`commit` with the accepted
+    count: nothing is copied. See docs/contract.md, "Ops".
+
+    Returns ``out``.
+    """
+    op = "mamba2_spec_verify"
+    cache_t = _from_object_or_raw(op, "cache", cache, Mamba2Cache, _MAMBA2_CACHE_NAMES, (state, ring_x, ring_B, ring_dt))
+    hist, start, flush = _from_object_or_raw(op, "cursors", cursors, Cursors, ("hist", "start", "flush"),
+                                             (hist, start, flush))
+    _check_same_ring(op, cache, cursors)
+    max_tokens = _max_tokens(op, cursors, max_tokens)
+    if out is None:
+        out = _new_out(x)
+    torch.ops.replayssm.mamba2_spec_verify(x, dt, A, B, C, D, z, dt_bias, dt_softplus, cu_seqlens, slots,
+                                           hist, start, flush, *cache_t, out, max_tokens, null_slot)
+    return out
+
+
+def mamba2_flush(A: torch.Tensor, *, slots: torch.Tensor, cache: Optional[Mamba2Cache] = None,
+                 cursors: Optional[Cursors] = None, null_slot: Optional[int] = None,
+                 state=None, ring_x=None, ring_B=None, ring_dt=None, hist=None, start=None) -> None:
+    """Folds the ring history of ``slots`` into the checkpoint of one Mamba-2 layer (fold on demand:
+    before a prefix-cache snapshot, a preemption, a hand-off).
+
+    Args:
+        A: ``(H,)`` fp32; slots: int32 ``(batch,)`` (-1 or ``null_slot`` = padding);
+        cache / cursors: as in :func:`mamba2_decode` (raw form: ``state, ring_x, ring_B, ring_dt,
+            hist, start``; the ``flush`` flags are not read).
+
+    Mutates ``state`` only; the cursors are untouched: fold every layer, then :func:`reset` the
+    slots. See docs/contract.md, "Cursors" (fold on demand).
+    """
+    op = "mamba2_flush"
+    state, ring_x, ring_B, ring_dt = _from_object_or_raw(op, "cache", cache, Mamba2Cache, _MAMBA2_CACHE_NAMES,
+                                                         (state, ring_x, ring_B, ring_dt))
+    hist, start = _from_object_or_raw(op, "cursors", cursors, Cursors, ("hist", "start"), (hist, start))
+    _check_same_ring(op, cache, cursors)
+    torch.ops.replayssm.mamba2_flush(A, slots, hist, start, state, ring_x, ring_B, ring_dt, null_slot)
+
+
+def mamba2_state_update(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, *,
+                        state: Union[torch.Tensor, Mamba2Cache], slots: torch.Tensor,
+                        D: Optional[torch.Tensor] = None, z: Optional[torch.Tensor] = None,
+                        dt_bias: Optional[torch.Tensor] = None, dt_softplus: bool = True,
+                        cu_seqlens: Optional[torch.Tensor] = None, snapshot_slots: Optional[torch.Tensor] = None,
+                        out: Optional[torch.Tensor] = None, null_slot: Optional[int] = None) -> torch.Tensor:
+    """The classic Mamba-2 step that reads and writes the whole state: the baseline.
+
+    Args:
+        x, dt, B, C, z: as in :func:`mamba2_decode` (leading dim ``batch``) or, with
+            ``cu_seqlens``, as in :func:`mamba2_spec_verify` (leading dim ``tokens``).
+        state: ``(slots, H, P, N)`` fp32 / bf16 / fp16, or a :class:`Mamba2Cache` (its ``state``).
+        slots: int32 ``(batch,)``: row ``r`` reads ``state[slots[r]]``.
+        cu_seqlens: int32 ``(batch + 1,)`` or None (one token per row).
+        snapshot_slots: int32 ``(batch, T)``, with ``cu_seqlens`` only: the state after token ``i``
+            of row ``r`` goes to ``state[snapshot_slots[r, i]]`` (one snapshot per draft, as vLLM
+            does; accepting ``a`` tokens means the next step reads ``snapshot_slots[r, a-1]``).
+        out: ``(batch | tokens, H, P)`` act, allocated when None.
+
+    Mutates ``state`` (``state[slots[r]]`` without ``cu_seqlens``, the snapshot slots with it) and
+    ``out``. See docs/contract.md, "Ops".
+
+    Returns ``out``.
+    """
+    if isinstance(state, Mamba2Cache):
+        state = state.state
+    if out is None:
+        out = _new_out(x)
+    torch.ops.replayssm.mamba2_state_update(x, dt, A, B, C, D, z, dt_bias, dt_softplus, slots, state, out,
+                                            cu_seqlens, snapshot_slots, null_slot)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Gated DeltaNet
+# --------------------------------------------------------------------------------------------
+
+def _default_scale(q: torch.Tensor, scale: Optional[float]) -> float:
+    return q.shape[-1] ** -0.5 if scale is None else scale
+
+
+def gdn_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+               A_log: torch.Tensor, *, slots: torch.Tensor, cache: Optional[GDNCache] = None,
+               cursors: Optional[Cursors] = None, dt_bias: Optional[torch.Tensor] = None,
+               scale: Optional[float] = None, qk_l2norm: bool = True, out: Optional[torch.Tensor] = None,
+               null_slot: Optional[int] = None,
+               state=None, ring_u=None, ring_k=None, ring_g=None, hist=None, start=None, flush=None
+               ) -> torch.Tensor:
+    """One ReplaySSM Gated DeltaNet decode step (one token per row) for one layer.
+
+    Args:
+        q, k: ``(batch, H, K)`` act; v: ``(batch, HV, V)`` act; a, b: ``(batch, HV)`` act
+            (raw decay and beta gates); A_log, dt_bias: ``(HV,)`` fp32 (dt_bias optional).
+        scale: the query scale, default ``K ** -0.5``; qk_l2norm: L2-normalise q and k.
+        slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows (they write nothing).
+        cache / cursors: the layer's :class:`GDNCache` and the model's :class:`Cursors` (or the raw
+            tensors by name).
+        out: ``(batch, HV, V)`` act, allocated when None.
+
+    Mutates: ``state`` (flush rows fold their history first), the rings (``u``, ``k̂``, ``g`` at
+    logical ``hist``), ``out``. Cursors are only read; call :func:`commit` after all layers. See
+    docs/contract.md, "Ops".
+
+    Returns ``out``.
+    """
+    op = "gdn_decode"
+    cache_t = _from_object_or_raw(op, "cache", cache, GDNCache, _GDN_CACHE_NAMES, (state, ring_u, ring_k, ring_g))
+    hist, start, flush = _from_object_or_raw(op, "cursors", cursors, Cursors, ("hist", "start", "flush"),
+                                             (hist, start, flush))
+    _check_same_ring(op, cache, cursors)
+    if out is None:
+        out = _new_out(v)
+    torch.ops.replayssm.gdn_decode(q, k, v, a, b, A_log, dt_bias, _default_scale(q, scale), qk_l2norm, slots,
+                                   hist, start, flush, *cache_t, out, null_slot)
+    return out
+
+
+def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                    A_log: torch.Tensor, *, cu_seqlens: torch.Tensor, slots: torch.Tensor,
+                    cache: Optional[GDNCache] = None, cursors: Optional[Cursors] = None,
+                    dt_bias: Optional[torch.Tensor] = None, scale: Optional[float] = None, qk_l2norm: bool = True,
+                    out: Optional[torch.Tensor] = None, null_slot: Optional[int] = None,
+                    max_tokens: Optional[int] = None,
+                    state=None, ring_u=None, ring_k=None, ring_g=None, hist=None, start=None, flush=None
+                    ) -> torch.Tensor:
+    """ReplaySSM Gated DeltaNet speculative-decoding verify step: a window of ``1..T`` tokens per row.
+
+    Args:
+        q, k: ``(tokens, H, K)`` act; v: ``(tokens, HV, V)`` act; a, b: ``(tokens, HV)`` act;
+        A_log, dt_bias: ``(HV,)`` fp32 (dt_bias optional); scale (default ``K ** -0.5``), qk_l2norm.
+        cu_seqlens: int32 ``(batch + 1,)``: row ``r`` owns tokens ``cu_seqlens[r] .. cu_seqlens[r+1]-1``.
+        slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows.
+        cache / cursors: as in :func:`gdn_decode`; ``T`` is ``cursors.max_tokens`` (or
+            ``max_tokens=`` with raw cursor tensors).
+        out: ``(tokens, HV, V)`` act, allocated when None.
+
+    Mutates: ``state`` (flush rows fold first), the rings (the window at logical
+    ``hist .. hist+n-1``), ``out``. Rollback is :func:`commit` with the accepted count. See
+    docs/contract.md, "Ops".
+
+    Returns ``out``.
+    """
+    op = "gdn_spec_verify"
+    cache_t = _from_object_or_raw(op, "cache", cache, GDNCache, _GDN_CACHE_NAMES, (state, ring_u, ring_k, ring_g))
+    hist, start, flush = _from_object_or_raw(op, "cursors", cursors, Cursors, ("hist", "start", "flush"),
+                                             (hist, start, flush))
+    _check_same_ring(op, cache, cursors)
+    max_tokens = _max_tokens(op, cursors, max_tokens)
+    if out is None:
+        out = _new_out(v)
+    torch.ops.replayssm.gdn_spec_verify(q, k, v, a, b, A_log, dt_bias, _default_scale(q, scale), qk_l2norm,
+                                        cu_seqlens, slots, hist, start, flush, *cache_t, out, max_tokens,
+                                        null_slot)
+    return out
+
+
+def gdn_flush(*, slots: torch.Tensor, cache: Optional[GDNCache] = None, cursors: Optional[Cursors] = None,
+              null_slot: Optional[int] = None,
+              state=None, ring_u=None, ring_k=None, ring_g=None, hist=None, start=None) -> None:
+    """Folds the ring history of ``slots`` into the checkpoint of one GDN layer (fold on demand).
+
+    Args:
+        slots: int32 ``(batch,)`` (-1 or ``null_slot`` = padding);
+        cache / cursors: as in :func:`gdn_decode` (raw form: ``state, ring_u, ring_k, ring_g,
+            hist, start``; the ``flush`` flags are not read).
+
+    Mutates ``state`` only; the cursors are untouched: fold every layer, then :func:`reset` the
+    slots. See docs/contract.md, "Cursors" (fold on demand).
+    """
+    op = "gdn_flush"
+    state, ring_u, ring_k, ring_g = _from_object_or_raw(op, "cache", cache, GDNCache, _GDN_CACHE_NAMES,
+                                                        (state, ring_u, ring_k, ring_g))
+    hist, start = _from_object_or_raw(op, "cursors", cursors, Cursors, ("hist", "start"), (hist, start))
+    _check_same_ring(op, cache, cursors)
+    torch.ops.replayssm.gdn_flush(slots, hist, start, state, ring_u, ring_k, ring_g, null_slot)
+
+
+def gdn_state_update(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                     A_log: torch.Tensor, *, state: Union[torch.Tensor, GDNCache], slots: torch.Tensor,
+                     dt_bias: Optional[torch.Tensor] = None, scale: Optional[float] = None, qk_l2norm: bool = True,
+                     cu_seqlens: Optional[torch.Tensor] = None, snapshot_slots: Optional[torch.Tensor] = None,
+                     out: Optional[torch.Tensor] = None, null_slot: Optional[int] = None) -> torch.Tensor:
+    """The classic GDN step that reads and writes the whole state: the baseline.
+
+    Args:
+        q, k, v, a, b: as in :func:`gdn_decode` (leading dim ``batch``) or, with ``cu_seqlens``,
+            as in :func:`gdn_spec_verify` (leading dim ``tokens``).
+        state: ``(slots, HV, V, K)`` fp32 / bf16 / fp16, or a :class:`GDNCache` (its ``state``).
+        slots: int32 ``(batch,)``: row ``r`` reads ``state[slots[r]]``.
+        cu_seqlens: int32 ``(batch + 1,)`` or None (one token per row).
+        snapshot_slots: int32 ``(batch, T)``, with ``cu_seqlens`` only: the state after token ``i``
+            of row ``r`` goes to ``state[snapshot_slots[r, i]]`` (one snapshot per draft, as vLLM
+            does; accepting ``a`` tokens means the next step reads ``snapshot_slots[r, a-1]``).
+        out: ``(batch | tokens, HV, V)`` act, allocated when None.
+
+    Mutates ``state`` (``state[slots[r]]`` without ``cu_seqlens``, the snapshot slots with it) and
+    ``out``. See docs/contract.md, "Ops".
+
+    Returns ``out``.
+    """
+    if isinstance(state, GDNCache):
+        state = state.state
+    if out is None:
+        out = _new_out(v)
+    torch.ops.replayssm.gdn_state_update(q, k, v, a, b, A_log, dt_bias, _default_scale(q, scale), qk_l2norm,
+                                         slots, state, out, cu_seqlens, snapshot_slots, null_slot)
+    return out
