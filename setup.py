@@ -144,7 +144,7 @@ setup(
     packages=["replayssm_ext"],
     ext_modules=[ext],
     cmdclass={"build_ext": BuildExtension},
-    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
     python_requires=">=3.10",
     install_requires=["torch>=2.11", "numpy"],
     extras_require={"test": ["pytest"], "plot": ["matplotlib"]},
