@@ -12,6 +12,10 @@ from conftest import cuda_only, devices
 from helpers import (PRECISIONS, GDN, GDNGeo, Recurrence, Sim, SimConfig, run_checked, run_state_update,
                      steps_for_cycles)
 
+# The CUDA GDN kernels need K = V in {64, 128, 256} and 16-byte aligned rows; the geometries here are
+# sized for the CPU reference, so their CUDA coverage lives in tests/test_gdn_cuda.py (same harness,
+# kernel-sized geometries, aligned pages) rather than in a cuda variant of these tests.
+CPU_ONLY = [pytest.param("cpu", id="cpu")]
 SMALL = GDNGeo(H=2, HV=4, K=16, V=16)        # grouped: 2 v-heads per k-head
 SPEC_OPS = ("gdn_spec_verify", "gdn_flush", "commit", "reset")
 DECODE_OPS = ("gdn_decode", "gdn_flush", "commit", "reset")
@@ -51,7 +55,7 @@ def test_spec_long_run(device, T, state, act):
     assert stats.folds > 0 and stats.pad_rows > 0 and stats.mixed_phase_steps > 0
 
 
-@pytest.mark.parametrize("device", devices(*DECODE_OPS))
+@pytest.mark.parametrize("device", CPU_ONLY)
 def test_decode_long_run(device):
     cfg = SimConfig(mode="decode", Bcap=16, T=1, rows=16, steps=200, state="fp32", act="bf16", paged=True,
                     null_slot=1, pad_prob=0.1, reset_prob=0.01, fold_prob=0.03, device=device, seed=12)
@@ -72,7 +76,7 @@ def test_spec_sweep(device, Bcap, T, state, act):
     run_checked(GDN(SMALL), cfg)
 
 
-@pytest.mark.parametrize("device", devices(*DECODE_OPS))
+@pytest.mark.parametrize("device", CPU_ONLY)
 @pytest.mark.parametrize("state,act", PRECISIONS)
 @pytest.mark.parametrize("Bcap", [1, 4, 16])
 def test_decode_sweep(device, Bcap, state, act):
@@ -94,7 +98,7 @@ def test_spec_heads_and_options(device, geo, use_dt_bias, qk_l2norm):
     run_checked(fam, cfg)
 
 
-@pytest.mark.parametrize("device", devices(*SPEC_OPS, *DECODE_OPS))
+@pytest.mark.parametrize("device", CPU_ONLY)
 @pytest.mark.parametrize("mode,T", [("spec", 2), ("decode", 1)])
 def test_long_history_fp32(device, mode, T):
     """fp32 throughout, B = 16: the log decay summed over a full history is about -16 (g about -1
@@ -104,7 +108,7 @@ def test_long_history_fp32(device, mode, T):
     run_checked(GDN(SMALL), cfg)
 
 
-@pytest.mark.parametrize("device", devices(*DECODE_OPS))
+@pytest.mark.parametrize("device", CPU_ONLY)
 @pytest.mark.parametrize("use_dt_bias,qk_l2norm", [(False, False), (True, True)])
 def test_decode_options(device, use_dt_bias, qk_l2norm):
     fam = GDN(GDNGeo(H=2, HV=4, K=8, V=8), use_dt_bias=use_dt_bias, qk_l2norm=qk_l2norm, scale=0.7)
@@ -145,7 +149,7 @@ def test_teeth_corrupted_history_fails(device, ring_name):
         sim.finish()
 
 
-@pytest.mark.parametrize("device", devices(*DECODE_OPS))
+@pytest.mark.parametrize("device", CPU_ONLY)
 def test_teeth_decode_corrupted_history_fails(device):
     cfg = SimConfig(mode="decode", Bcap=16, T=1, rows=4, steps=5, state="fp32", act="bf16", pad_prob=0.0,
                     reset_prob=0.0, stagger=False, device=device, seed=501)
@@ -158,13 +162,13 @@ def test_teeth_decode_corrupted_history_fails(device):
 
 # --- the baseline: gdn_state_update -----------------------------------------------------------
 
-@pytest.mark.parametrize("device", devices("gdn_state_update"))
+@pytest.mark.parametrize("device", CPU_ONLY)
 @pytest.mark.parametrize("state,act", PRECISIONS)
 def test_state_update_plain(device, state, act):
     run_state_update(GDN(SMALL), device, state, act, rows=5, steps=12, seed=600, null_slot=0)
 
 
-@pytest.mark.parametrize("device", devices("gdn_state_update"))
+@pytest.mark.parametrize("device", CPU_ONLY)
 @pytest.mark.parametrize("T", [1, 3])
 @pytest.mark.parametrize("state,act", [("fp32", "fp32"), ("fp32", "bf16"), ("bf16", "bf16")])
 def test_state_update_spec_snapshots(device, T, state, act):

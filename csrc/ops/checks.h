@@ -41,10 +41,13 @@ inline const char* dtype_name(ScalarType t) {
   }
 }
 
+// Integers are formatted with std::to_string, never streamed: on the GPU machine (torch 2.11) an
+// error message that streamed an integer into std::ostringstream crashed the process (SIGSEGV)
+// while string-only messages raised normally.
 inline std::string shape_str(const Tensor& t) {
   std::ostringstream s;
   s << "(";
-  for (int64_t i = 0; i < t.dim(); ++i) s << (i ? ", " : "") << t.size(i);
+  for (int64_t i = 0; i < t.dim(); ++i) s << (i ? ", " : "") << std::to_string(t.size(i));
   s << ")";
   return s.str();
 }
@@ -88,7 +91,7 @@ inline void check_shape(const char* op, const char* name, const Tensor& t, std::
   bool first = true;
   for (const Dim& d : dims) {
     s << (first ? "" : ", ") << d.name;
-    if (d.size != kAnySize) s << "=" << d.size;
+    if (d.size != kAnySize) s << "=" << std::to_string(d.size);
     first = false;
   }
   s << "), got " << shape_str(t);
@@ -102,8 +105,8 @@ inline void check_inner_contiguous(const char* op, const char* name, const Tenso
   for (int64_t i = t.dim() - 1; i >= 1; --i) {
     if (t.size(i) != 1 && t.stride(i) != expected) {
       std::ostringstream s;
-      s << name << " must be contiguous in every dim after dim 0 (dim " << i << " stride " << expected
-        << " expected, got " << t.stride(i) << ")";
+      s << name << " must be contiguous in every dim after dim 0 (dim " << std::to_string(i) << " stride "
+        << std::to_string(expected) << " expected, got " << std::to_string(t.stride(i)) << ")";
       fail(op, s.str());
     }
     expected *= t.size(i);

@@ -1,0 +1,86 @@
+// Launch configuration and the dtype / K dispatch of the GDN row kernel. Included by the
+// instantiation files csrc/kernels/gdn_*.cu, each of which instantiates one (mode, state dtype)
+// slice so the slices compile in parallel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "replayssm/common/cuda_utils.cuh"
+#include "replayssm/gdn/params.h"
+#include "replayssm/gdn/rows_kernel.cuh"
+
+namespace replayssm::gdn {
+
+// Tiles per (row, v-head): the fewest that give the grid about two CTAs per SM (a small batch is
+// split along V so it still fills the GPU), each warp keeping at least one row group.
+inline int pick_tiles(const GdnParams& p, int rows_per_warp) {
+  const int max_tiles = p.V / (rows_per_warp * kWarps) > 0 ? p.V / (rows_per_warp * kWarps) : 1;
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int64_t heads = static_cast<int64_t>(p.batch) * p.HV;
+  int tiles = 1;
+  while (tiles < max_tiles && heads * tiles < 2 * static_cast<int64_t>(sms)) tiles *= 2;
+  return tiles;
+}
+
+template <Mode M, int K, typename ST, typename AT>
+const char* launch_rows(const GdnParams& p, cudaStream_t stream) {
+  constexpr int kRowsPerWarp = 32 / (K / 16);
+  if (p.batch == 0) return nullptr;
+  const int tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, kRowsPerWarp);
+  if (p.V % tiles != 0 || (p.V / tiles) % kRowsPerWarp != 0)
+    return "tiles_per_head must split V into tiles of a multiple of 512/K rows";
+  const int tile_rows = p.V / tiles;
+  const SmemLayout lay = smem_layout(p.ring_len, tile_rows, K, static_cast<int>(sizeof(ST)),
+                                     static_cast<int>(sizeof(AT)), M != Mode::kStateUpdate);
+  const size_t bytes = static_cast<size_t>(lay.total) * sizeof(float);
+  auto kernel = gdn_rows_kernel<M, K, ST, AT>;
+  if (bytes > 48 * 1024) {
+    int dev = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (bytes > static_cast<size_t>(optin))
+      return "ring_len too large: the history and k_j tiles of one CTA exceed the shared memory of the device";
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) !=
+        cudaSuccess)
+      return launch_status();
+  }
+  const int64_t grid = static_cast<int64_t>(p.batch) * p.HV * tiles;
+  if (grid > 0x7fffffffLL) return "batch * HV * tiles exceeds the CUDA grid limit";
+  kernel<<<static_cast<unsigned>(grid), kThreads, bytes, stream>>>(p, tiles, tile_rows);
+  return launch_status();
+}
+
+template <Mode M, typename ST, typename AT>
+const char* launch_for_k(const GdnParams& p, cudaStream_t stream) {
+  switch (p.K) {
+    case 64: return launch_rows<M, 64, ST, AT>(p, stream);
+    case 128: return launch_rows<M, 128, ST, AT>(p, stream);
+    case 256: return launch_rows<M, 256, ST, AT>(p, stream);
+    default: return "K must be 64, 128 or 256";
+  }
+}
+
+template <Mode M, typename ST>
+const char* launch_for_state(const GdnParams& p, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (p.act_dtype) {
+    case DType::kF32: return launch_for_k<M, ST, float>(p, s);
+    case DType::kBF16: return launch_for_k<M, ST, __nv_bfloat16>(p, s);
+    case DType::kF16: return launch_for_k<M, ST, __half>(p, s);
+  }
+  return "unknown activation dtype";
+}
+
+// The per-(mode, state dtype) slices, one instantiation file each.
+const char* launch_gdn_decode_f32(const GdnParams& p, void* stream);
+const char* launch_gdn_decode_bf16(const GdnParams& p, void* stream);
+const char* launch_gdn_decode_f16(const GdnParams& p, void* stream);
+const char* launch_gdn_state_update_f32(const GdnParams& p, void* stream);
+const char* launch_gdn_state_update_bf16(const GdnParams& p, void* stream);
+const char* launch_gdn_state_update_f16(const GdnParams& p, void* stream);
+const char* launch_gdn_flush_f32(const GdnParams& p, void* stream);
+const char* launch_gdn_flush_bf16(const GdnParams& p, void* stream);
+const char* launch_gdn_flush_f16(const GdnParams& p, void* stream);
+
+}  // namespace replayssm::gdn

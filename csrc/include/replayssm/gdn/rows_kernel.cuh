@@ -1,0 +1,554 @@
+// The Gated DeltaNet row kernel: one template serves the replay decode (flush fused per row), the
+// classic state update (the baseline) and the fold on demand.
+//
+// Work split: a CTA owns (row, v-head, tile of `tile_rows` state rows). The checkpoint S (V x K,
+// K contiguous) is streamed with 16-byte accesses along K: a row of S is spread over kLanes = K/16
+// consecutive lanes of a warp (16 elements each), so a warp covers 32/kLanes rows per access and
+// the dot products over K reduce with log2(kLanes) shuffles. S travels global -> shared memory by
+// cp.async in kStages chunk buffers. The per-row vector work (L2 norms, gates, the ring dot
+// products k_j.k and k_j.q over <= hist entries, the decay weights) is done once per CTA from the
+// ring entries, which are fetched into shared memory ahead of the first chunks of S.
+// Flush rows fold the chunk in shared memory column by column (a thread owns columns, so each k_j
+// element is loaded once per j and reused over the thread's rows), then stream it out.
+//
+// Decode, per row (docs/contract.md):
+//   S_prev = e^G S0 + sum_j e^(G - G_j) u_j k_j^T   (G = sum g_j, G_j inclusive prefix;
+//            e^(G - G_j) = exp(sum_{i > j} g_i) is formed from suffix sums)
+//   flush rows: S0 <- S_prev (the only state write), history treated as empty;
+//   u = beta (v - e^g S_prev k),  y = e^g S_prev q + u (k.q);  append u, k, g at logical hist.
+// Non-flush rows never form S_prev: S_prev k = e^G (S0 k) + sum_j e^(G-G_j) (k_j.k) u_j, and the
+// same for q, so one pass over S0 feeds both mat-vecs.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "replayssm/common/cursor.h"
+#include "replayssm/gdn/params.h"
+
+namespace replayssm::gdn {
+
+enum class Mode { kDecode, kStateUpdate, kFold };
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+// The state tile is streamed through shared memory with cp.async: kStages buffers of about
+// kStageBytes, kStages - 1 of them in flight while the CTA works on one (and while the per-row
+// vector work runs), so a CTA keeps ~24 KB of loads outstanding without holding them in registers.
+constexpr int kStageBytes = 8192;
+constexpr int kStages = 4;
+
+// ---------------------------------------------------------------------------------------------
+// Element conversions. torch builds with __CUDA_NO_{HALF,BFLOAT16}_CONVERSIONS__, so every
+// conversion is an explicit intrinsic or bit operation.
+
+template <typename T>
+struct Elem;
+
+template <>
+struct Elem<float> {
+  static constexpr int kPerWord = 1;
+  static __device__ __forceinline__ void unpack(uint32_t w, float* out) { out[0] = __uint_as_float(w); }
+  static __device__ __forceinline__ uint32_t pack(const float* in) { return __float_as_uint(in[0]); }
+  static __device__ __forceinline__ float to_f32(float x) { return x; }
+  static __device__ __forceinline__ float from_f32(float x) { return x; }
+};
+
+template <>
+struct Elem<__nv_bfloat16> {
+  static constexpr int kPerWord = 2;
+  // bf16 -> fp32 is exact: the bf16 bits are the high half of the fp32 bits.
+  static __device__ __forceinline__ void unpack(uint32_t w, float* out) {
+    out[0] = __uint_as_float(w << 16);
+    out[1] = __uint_as_float(w & 0xffff0000u);
+  }
+  static __device__ __forceinline__ uint32_t pack(const float* in) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(in[0], in[1]);
+    uint32_t w;
+    memcpy(&w, &h, 4);
+    return w;
+  }
+  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
+};
+
+template <>
+struct Elem<__half> {
+  static constexpr int kPerWord = 2;
+  static __device__ __forceinline__ void unpack(uint32_t w, float* out) {
+    __half2 h;
+    memcpy(&h, &w, 4);
+    const float2 f = __half22float2(h);
+    out[0] = f.x;
+    out[1] = f.y;
+  }
+  static __device__ __forceinline__ uint32_t pack(const float* in) {
+    const __half2 h = __floats2half2_rn(in[0], in[1]);
+    uint32_t w;
+    memcpy(&w, &h, 4);
+    return w;
+  }
+  static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
+};
+
+// N consecutive elements (N * sizeof(T) a multiple of 8 bytes, address aligned to it) to fp32.
+template <typename T, int N>
+__device__ __forceinline__ void load_f32(const T* ptr, float* out) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes % 8 == 0, "vector loads are 8 or 16 bytes");
+  constexpr int kPer = Elem<T>::kPerWord;
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      const uint4 w = reinterpret_cast<const uint4*>(ptr)[c];
+      float* o = out + c * 4 * kPer;
+      Elem<T>::unpack(w.x, o);
+      Elem<T>::unpack(w.y, o + kPer);
+      Elem<T>::unpack(w.z, o + 2 * kPer);
+      Elem<T>::unpack(w.w, o + 3 * kPer);
+    }
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(ptr);
+    Elem<T>::unpack(w.x, out);
+    Elem<T>::unpack(w.y, out + kPer);
+  }
+}
+
+// N fp32 values to N consecutive elements (round to nearest), same size rules as load_f32.
+template <typename T, int N>
+__device__ __forceinline__ void store_from_f32(T* ptr, const float* in) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes % 8 == 0, "vector stores are 8 or 16 bytes");
+  constexpr int kPer = Elem<T>::kPerWord;
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      const float* i = in + c * 4 * kPer;
+      reinterpret_cast<uint4*>(ptr)[c] = make_uint4(Elem<T>::pack(i), Elem<T>::pack(i + kPer),
+                                                   Elem<T>::pack(i + 2 * kPer), Elem<T>::pack(i + 3 * kPer));
+    }
+  } else {
+    reinterpret_cast<uint2*>(ptr)[0] = make_uint2(Elem<T>::pack(in), Elem<T>::pack(in + kPer));
+  }
+}
+
+// One 16-byte store of the state stream (streaming cache hint: every element is written once).
+template <typename T>
+__device__ __forceinline__ void store_state16(T* ptr, const float* in) {
+  constexpr int kPer = Elem<T>::kPerWord;
+  __stcs(reinterpret_cast<uint4*>(ptr), make_uint4(Elem<T>::pack(in), Elem<T>::pack(in + kPer),
+                                                   Elem<T>::pack(in + 2 * kPer), Elem<T>::pack(in + 3 * kPer)));
+}
+
+// Sum over the kLanes consecutive lanes that share a state row (all of them get the sum).
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = kLanes / 2; off >= 1; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+__device__ __forceinline__ float softplus20(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+
+// ---------------------------------------------------------------------------------------------
+// Shared memory, in floats; every section starts on a 16-byte boundary.
+struct SmemLayout {
+  // [0, ring_k_raw): the cp.async stage buffers of the state stream.
+  int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, hist_k, hist_q, vin, y, u, scalars, ring_c, total;
+};
+
+__host__ __device__ inline int round4(int x) { return (x + 3) & ~3; }
+
+// Rows of S per pipeline stage (a power of two dividing tile_rows, as tile_rows is).
+__host__ __device__ inline int stage_rows(int tile_rows, int K, int state_bytes) {
+  const int r = kStageBytes / (K * state_bytes);
+  return r < tile_rows ? r : tile_rows;
+}
+
+// with_ring: the CTA replays the ring (decode, fold); act_bytes: the ring's element size.
+__host__ __device__ inline SmemLayout smem_layout(int ring_len, int tile_rows, int K, int state_bytes,
+                                                  int act_bytes, bool with_ring) {
+  const int R = with_ring ? ring_len : 0;
+  const int T = round4(tile_rows);
+  SmemLayout s{};
+  int at = kStages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
+  s.ring_k_raw = at, at += round4(R * K * act_bytes / 4);          // k_j as stored (act)
+  s.ring_u_raw = at, at += round4(R * tile_rows * act_bytes / 4);  // u_j[tile rows] as stored (act)
+  s.ring_g = at, at += round4(R);                                  // g_j
+  s.weight = at, at += round4(R);                                  // e^(G - G_j)
+  s.coef_k = at, at += round4(R);                                  // k_j . k
+  s.coef_q = at, at += round4(R);                                  // k_j . q
+  s.hist_k = at, at += with_ring ? T : 0;
+  s.hist_q = at, at += with_ring ? T : 0;
+  s.vin = at, at += T;
+  s.y = at, at += T;
+  s.u = at, at += T;
+  s.scalars = at, at += 4;
+  s.ring_c = at, at += R * T;  // e^(G - G_j) u_j[v] as fp32, [R][tile rows] (flush rows)
+  s.total = at;
+  return s;
+}
+
+// cp.async of 16 (or 4) bytes, global -> shared; .cg keeps the streamed data out of L1.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+template <Mode M, int K, typename ST, typename AT>
+__global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p, const int tiles, const int tile_rows) {
+  constexpr bool kToken = M != Mode::kFold;           // has a token (q, k, v, a, b, out)
+  constexpr bool kRing = M != Mode::kStateUpdate;     // replays the ring
+  constexpr int kVec = 16 / static_cast<int>(sizeof(ST));  // state elements per 16-byte access
+  constexpr int kLanes = K / 16;                      // lanes sharing one state row
+  constexpr int kElems = 16;                          // state elements per lane and row
+  constexpr int kChunks = kElems / kVec;              // 16-byte accesses per lane and row
+  constexpr int kRowsPerWarp = 32 / kLanes;
+  constexpr int kGroupsPerCta = kWarps * kRowsPerWarp;
+  static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int sub = lane % kLanes;  // lane within its row group
+  const int grp = lane / kLanes;  // row group within the warp
+
+  const int tile = blockIdx.x % tiles;
+  const int head_row = blockIdx.x / tiles;
+  const int hv = head_row % p.HV;
+  const int row = head_row / p.HV;
+  const int32_t slot = p.slots[row];
+  if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  const int h = hv / (p.HV / p.H);
+  const int R = p.ring_len;
+  const int V = p.V;
+
+  // This lane's state elements of a row: chunk c, element e -> column kVec * (c * kLanes + sub) + e.
+  auto col = [&](int c) { return kVec * (c * kLanes + sub); };
+
+  const int v0 = tile * tile_rows;
+  ST* const state_head =
+      static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + static_cast<int64_t>(hv) * V * K;
+  extern __shared__ __align__(16) float smem[];
+  const int rows_per_stage = stage_rows(tile_rows, K, static_cast<int>(sizeof(ST)));
+  const int num_chunks = tile_rows / rows_per_stage;
+  const int groups_per_stage = rows_per_stage / kRowsPerWarp;
+  ST* const stage_base = reinterpret_cast<ST*>(smem);
+  // Chunk c of the tile (rows v0 + c * rows_per_stage ..) into buffer c % kStages; every thread
+  // commits a group, empty or not, so the group counts stay uniform.
+  auto issue_chunk = [&](int c) {
+    if (c < num_chunks) {
+      constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
+      const int pieces = rows_per_stage * K / kPer16;
+      const ST* src = state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K;
+      ST* dst = stage_base + (c % kStages) * rows_per_stage * K;
+      for (int i = threadIdx.x; i < pieces; i += kThreads) cp_async16(dst + i * kPer16, src + i * kPer16);
+    }
+    cp_async_commit();
+  };
+  const SmemLayout lay = smem_layout(R, tile_rows, K, static_cast<int>(sizeof(ST)), static_cast<int>(sizeof(AT)), kRing);
+  AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
+  AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
+  float* const s_ring_g = smem + lay.ring_g;
+  float* const s_weight = smem + lay.weight;
+  float* const s_coef_k = smem + lay.coef_k;
+  float* const s_coef_q = smem + lay.coef_q;
+  float* const s_hist_k = smem + lay.hist_k;  // sum_j e^(G-G_j) (k_j.k) u_j[v], per tile row
+  float* const s_hist_q = smem + lay.hist_q;
+  float* const s_vin = smem + lay.vin;
+  float* const s_y = smem + lay.y;
+  float* const s_u = smem + lay.u;
+  float* const s_scalars = smem + lay.scalars;  // [0] = e^G
+  float* const s_ring_c = smem + lay.ring_c;    // e^(G - G_j) u_j[v], [R][tile_rows] (flush rows)
+
+  // ---- loads, all issued before anything waits: the token's q, k, a, b (registers), then, once
+  // the cursors are known, the ring entries (cp.async group 0) and the first state chunks (groups
+  // 1 .. kStages - 1). The ring goes first so the per-row vector work can start as soon as it
+  // lands, with the state chunks still in flight (issuing the state first, before the cursor
+  // loads, measured slower: the ring then waits behind it).
+  float kh[kElems], qh[kElems];
+  float a_in = 0.f, b_in = 0.f;
+  if constexpr (kToken) {
+    const AT* qrow = static_cast<const AT*>(p.q) + row * p.q_row_stride + static_cast<int64_t>(h) * K;
+    const AT* krow = static_cast<const AT*>(p.k) + row * p.k_row_stride + static_cast<int64_t>(h) * K;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      load_f32<AT, kVec>(qrow + col(c), &qh[c * kVec]);
+      load_f32<AT, kVec>(krow + col(c), &kh[c * kVec]);
+    }
+    a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[row * p.a_row_stride + hv]);
+    b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[row * p.b_row_stride + hv]);
+  }
+  int n = 0, start = 0;
+  bool fold = M == Mode::kFold;
+  if constexpr (kRing) {
+    n = p.hist[slot];
+    start = p.start[slot];
+    if constexpr (M == Mode::kDecode) fold = p.flush[slot] != 0;
+    // Commit keeps hist <= B <= R - T and start in [0, R); a row whose cursors break that (which
+    // only memory corruption produces) writes nothing rather than addressing outside the ring.
+    const int max_hist = M == Mode::kDecode ? R - 1 : R;
+    if (n < 0 || n > max_hist || start < 0 || start >= R) return;
+    // Folding an empty history rewrites S0 unchanged: skip it (and the whole row for a fold).
+    if (n == 0) {
+      if constexpr (M == Mode::kFold) return;
+      fold = false;
+    }
+  }
+
+  if constexpr (kRing) {
+    const AT* ring_k = static_cast<const AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
+                       static_cast<int64_t>(h) * R * K;
+    const AT* ring_u = static_cast<const AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
+                       static_cast<int64_t>(hv) * R * V + v0;
+    const float* ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
+    constexpr int kPer16 = 16 / static_cast<int>(sizeof(AT));
+    const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
+    for (int i = threadIdx.x; i < n * k_pieces; i += kThreads) {
+      const int j = i / k_pieces, c = i % k_pieces;
+      cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index(start, j, R)) * K + c * kPer16);
+    }
+    for (int i = threadIdx.x; i < n * u_pieces; i += kThreads) {
+      const int j = i / u_pieces, c = i % u_pieces;
+      cp_async16(s_ring_u_raw + j * tile_rows + c * kPer16,
+                 ring_u + static_cast<int64_t>(ring_index(start, j, R)) * V + c * kPer16);
+    }
+    for (int j = threadIdx.x; j < n; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index(start, j, R));
+  }
+  cp_async_commit();
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) issue_chunk(c);
+  if constexpr (kToken) {
+    const AT* vrow = static_cast<const AT*>(p.v) + row * p.v_row_stride + static_cast<int64_t>(hv) * V + v0;
+    for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) s_vin[vl] = Elem<AT>::to_f32(vrow[vl]);
+  }
+
+  // ---- per-token vectors: this lane's 16 elements of k and q (every row group holds all of K).
+  float g = 0.f, eg = 1.f, beta = 0.f, kq = 0.f;
+  if constexpr (kToken) {
+    float qscale = p.scale, kscale = 1.f;
+    if (p.qk_l2norm) {
+      float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) sq += qh[e] * qh[e], sk += kh[e] * kh[e];
+      sq = group_sum<kLanes>(sq);
+      sk = group_sum<kLanes>(sk);
+      qscale /= sqrtf(sq + 1e-6f);
+      kscale = 1.f / sqrtf(sk + 1e-6f);
+    }
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) qh[e] *= qscale, kh[e] *= kscale;
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) kq += kh[e] * qh[e];
+    kq = group_sum<kLanes>(kq);
+    const float dt = a_in + (p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f);
+    g = -expf(p.A_log[hv]) * softplus20(dt);
+    eg = expf(g);
+    beta = 1.f / (1.f + expf(-b_in));
+  }
+
+  // ---- the ring: k_j dot products (one row group per entry) and the decay weights.
+  float eG = 1.f;
+  if constexpr (kRing) {
+    cp_async_wait<kStages - 1>();  // group 0: the ring entries
+    __syncthreads();
+    if (warp == 0) {
+      // Weights e^(G - G_j) = exp(sum_{i > j} g_i): exclusive suffix sums, last chunk of 32 first.
+      // Summing the suffix directly (not as G minus a prefix) keeps the recent entries' weights,
+      // the largest ones, accurate to their own magnitude rather than to that of G.
+      float carry = 0.f;  // sum of g_i over the entries above this chunk
+      for (int base = ((n - 1) / 32) * 32; base >= 0; base -= 32) {
+        const int j = base + lane;
+        float x = j + 1 < n ? s_ring_g[j + 1] : 0.f;
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) {
+          const float y = __shfl_down_sync(0xffffffffu, x, off);
+          if (lane + off < 32) x += y;
+        }
+        x += carry;
+        if (j < n) s_weight[j] = expf(fminf(x, 0.f));
+        carry = __shfl_sync(0xffffffffu, x, 0);
+        if (lane == 0 && base == 0) s_scalars[0] = expf(n > 0 ? x + s_ring_g[0] : 0.f);  // e^G
+      }
+    }
+    // The ring dot products (non-flush decode rows); warp-uniform trip count, as the group sums
+    // need every lane of the warp.
+    if constexpr (kToken) {
+      if (!fold) {
+        for (int jb = warp * kRowsPerWarp; jb < n; jb += kGroupsPerCta) {
+          const int j = jb + grp;
+          const bool live = j < n;
+          float kj[kElems];
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) {
+            if (live) {
+              load_f32<AT, kVec>(s_ring_k_raw + j * K + col(c), &kj[c * kVec]);
+            } else {
+#pragma unroll
+              for (int e = 0; e < kVec; ++e) kj[c * kVec + e] = 0.f;
+            }
+          }
+          float dk = 0.f, dq = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) dk += kj[e] * kh[e], dq += kj[e] * qh[e];
+          dk = group_sum<kLanes>(dk);
+          dq = group_sum<kLanes>(dq);
+          if (sub == 0 && live) s_coef_k[j] = dk, s_coef_q[j] = dq;
+        }
+      }
+    }
+    __syncthreads();
+    eG = s_scalars[0];
+
+    // Per tile row: the fold coefficients e^(G - G_j) u_j[v] (flush rows) or the history terms
+    // (non-flush decode rows); the state stream's first barrier publishes them.
+    if (fold) {
+      for (int i = threadIdx.x; i < n * tile_rows; i += kThreads)
+        s_ring_c[i] = s_weight[i / tile_rows] * Elem<AT>::to_f32(s_ring_u_raw[i]);
+    }
+    if constexpr (kToken) {
+      if (!fold) {
+        for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
+          float hk = 0.f, hq = 0.f;
+          for (int j = 0; j < n; ++j) {
+            const float wu = s_weight[j] * Elem<AT>::to_f32(s_ring_u_raw[j * tile_rows + vl]);
+            hk += s_coef_k[j] * wu;
+            hq += s_coef_q[j] * wu;
+          }
+          s_hist_k[vl] = hk;
+          s_hist_q[vl] = hq;
+        }
+      }
+    }
+  }
+
+  // ---- the state stream: chunk c waits for its cp.async group, the barrier publishes it (and
+  // frees the buffer of chunk c - 1, which chunk c + kStages - 1 then refills).
+  for (int chunk = 0; chunk < num_chunks; ++chunk) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    issue_chunk(chunk + kStages - 1);
+    ST* const buf = stage_base + (chunk % kStages) * rows_per_stage * K;
+    if (fold) {
+      // S_prev = e^G S0 + sum_j (e^(G-G_j) u_j) k_j^T on the chunk, in shared memory, column by
+      // column: a thread owns fixed columns, so k_j[col] is one load per j reused over its rows
+      // and the coefficients of 8 consecutive rows are two broadcast loads.
+      constexpr int kColsPerThread = K > kThreads ? K / kThreads : 1;
+      constexpr int kRowSplit = K < kThreads ? kThreads / K : 1;  // threads sharing a column
+      const int rows_per_thread = rows_per_stage / kRowSplit;     // a multiple of 8
+      const int col0 = K < kThreads ? threadIdx.x % K : threadIdx.x;
+      const int row0 = K < kThreads ? (threadIdx.x / K) * rows_per_thread : 0;
+#pragma unroll
+      for (int cc = 0; cc < kColsPerThread; ++cc) {
+        const int cidx = col0 + cc * kThreads;
+        for (int rb = row0; rb < row0 + rows_per_thread; rb += 8) {
+          float x[8];
+#pragma unroll
+          for (int r = 0; r < 8; ++r) x[r] = eG * Elem<ST>::to_f32(buf[(rb + r) * K + cidx]);
+          const float* cbase = s_ring_c + chunk * rows_per_stage + rb;
+#pragma unroll 2
+          for (int j = 0; j < n; ++j) {
+            const float kj = Elem<AT>::to_f32(s_ring_k_raw[j * K + cidx]);
+            const float4 c0 = *reinterpret_cast<const float4*>(cbase + j * tile_rows);
+            const float4 c1 = *reinterpret_cast<const float4*>(cbase + j * tile_rows + 4);
+            x[0] += c0.x * kj, x[1] += c0.y * kj, x[2] += c0.z * kj, x[3] += c0.w * kj;
+            x[4] += c1.x * kj, x[5] += c1.y * kj, x[6] += c1.z * kj, x[7] += c1.w * kj;
+          }
+#pragma unroll
+          for (int r = 0; r < 8; ++r) buf[(rb + r) * K + cidx] = Elem<ST>::from_f32(x[r]);
+        }
+      }
+      __syncthreads();  // the row groups below read other threads' columns
+    }
+    for (int g = warp; g < groups_per_stage; g += kWarps) {  // warp-uniform
+      const int rr = g * kRowsPerWarp + grp;  // row within the chunk
+      const int vl = chunk * rows_per_stage + rr;  // row within the tile
+      float s[kElems];
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const uint4 w = *reinterpret_cast<const uint4*>(buf + rr * K + col(c));
+        constexpr int kPer = Elem<ST>::kPerWord;
+        Elem<ST>::unpack(w.x, &s[c * kVec]);
+        Elem<ST>::unpack(w.y, &s[c * kVec + kPer]);
+        Elem<ST>::unpack(w.z, &s[c * kVec + 2 * kPer]);
+        Elem<ST>::unpack(w.w, &s[c * kVec + 3 * kPer]);
+      }
+      ST* const row_ptr = state_head + static_cast<int64_t>(v0 + vl) * K;
+
+      if (fold) {
+        // The folded chunk is the new checkpoint (the only state write of a decode step).
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) store_state16(row_ptr + col(c), &s[c * kVec]);
+      }
+
+      if constexpr (kToken) {
+        float dk = 0.f, dq = 0.f;
+#pragma unroll
+        for (int e = 0; e < kElems; ++e) dk += s[e] * kh[e], dq += s[e] * qh[e];
+        dk = group_sum<kLanes>(dk);
+        dq = group_sum<kLanes>(dq);
+        float sk = dk, sq = dq;  // S_prev k and S_prev q
+        if constexpr (M == Mode::kDecode) {
+          if (!fold) sk = eG * dk + s_hist_k[vl], sq = eG * dq + s_hist_q[vl];
+        }
+        const float uu = beta * (s_vin[vl] - eg * sk);
+        const float y = eg * sq + uu * kq;
+        if (sub == 0) s_y[vl] = y, s_u[vl] = uu;
+        if constexpr (M == Mode::kStateUpdate) {
+          // S <- e^g S + u k^T  (= e^g S (I - beta k k^T) + beta v k^T).
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) s[e] = eg * s[e] + uu * kh[e];
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) store_state16(row_ptr + col(c), &s[c * kVec]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- outputs and ring appends.
+  if constexpr (kToken) {
+    __syncthreads();
+    AT* out = static_cast<AT*>(p.out) + row * p.out_row_stride + static_cast<int64_t>(hv) * V + v0;
+    AT* ring_u = nullptr;
+    int p_new = 0;  // the new entry's physical position (decode only: state_update has no ring)
+    if constexpr (M == Mode::kDecode) {
+      p_new = ring_index(start, n, R);
+      ring_u = static_cast<AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
+               (static_cast<int64_t>(hv) * R + p_new) * V + v0;
+    }
+    for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
+      out[vl] = Elem<AT>::from_f32(s_y[vl]);
+      if constexpr (M == Mode::kDecode) ring_u[vl] = Elem<AT>::from_f32(s_u[vl]);
+    }
+    if constexpr (M == Mode::kDecode) {
+      if (tile == 0) {
+        if (threadIdx.x == 0)
+          p.ring_g[static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R + p_new] = g;
+        // k is shared by the v-heads of a k-group: the group's first v-head appends it.
+        if (hv % (p.HV / p.H) == 0 && warp == 0 && grp == 0) {
+          AT* rk = static_cast<AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
+                   (static_cast<int64_t>(h) * R + p_new) * K;
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) store_from_f32<AT, kVec>(rk + col(c), &kh[c * kVec]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace replayssm::gdn

@@ -1,0 +1,152 @@
+// Launch plumbing of the Mamba-2 kernels: the dtype / dstate dispatch, the choice of the P chunk
+// per CTA, the shared-memory opt-in. Included by the csrc/kernels/mamba2_*.cu instantiation files,
+// one state dtype per file so that the files compile in parallel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "replayssm/common/cuda_utils.cuh"
+#include "replayssm/mamba2/launch.h"
+#include "replayssm/mamba2/state_dispatch.h"
+#include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/replay_kernel.cuh"
+#include "replayssm/mamba2/state_update_kernel.cuh"
+
+namespace replayssm::mamba2 {
+
+namespace detail {
+
+constexpr int kWarps = 4;
+// CTAs per SM worth of work before the P dimension stops being split (small batches only).
+constexpr int kCtasPerSmTarget = 8;
+
+// SM count of the current device (cached). Only the launch shape (the P chunk) depends on it, so
+// a failed query falls back to an H200's 132 rather than failing the launch.
+inline int num_sms() {
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
+  if (dev < 64 && cached[dev] > 0) return cached[dev];
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
+  if (dev < 64) cached[dev] = sms;
+  return sms;
+}
+
+// Rows of P per CTA: whole heads at large batch; at small batch the head is split into chunks
+// (multiples of one iteration's rows) until about kCtasPerSmTarget CTAs per SM exist, so that a
+// batch of 1 still spreads its state over every SM. Chunks are balanced: P = 80 in two chunks is
+// 48 + 32.
+template <int kRowsPerIter>
+int choose_p_chunk(int P, int64_t heads_total) {
+  const int iters_total = (P + kRowsPerIter - 1) / kRowsPerIter;
+  const int64_t target = static_cast<int64_t>(kCtasPerSmTarget) * num_sms();
+  int64_t chunks = heads_total > 0 ? (target + heads_total - 1) / heads_total : 1;
+  if (chunks < 1) chunks = 1;
+  if (chunks > iters_total) chunks = iters_total;
+  const int chunk_iters = (iters_total + static_cast<int>(chunks) - 1) / static_cast<int>(chunks);
+  const int p_chunk = chunk_iters * kRowsPerIter;
+  return p_chunk < P ? p_chunk : P;
+}
+
+// Dynamic shared memory above the 48 KB default needs an opt-in per kernel.
+template <typename Kernel>
+const char* allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return nullptr;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess) {
+    cudaGetLastError();  // clear the (non-sticky) error so a later launch check does not report it
+    return "the shared memory this call needs (it grows with the ring length R or the token count T, "
+           "and with P and N) exceeds the device's per-block limit";
+  }
+  return nullptr;
+}
+
+template <typename Act, typename St, int N>
+const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
+  constexpr int kRows = rows_per_iteration<St, N, kWarps>();
+  const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
+  const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
+  const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
+  if (ctas == 0) return nullptr;
+  if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
+  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N).total) * sizeof(float);
+  auto kernel = mamba2_replay_kernel<Act, St, N, kWarps>;
+  if (const char* err = allow_smem(kernel, smem)) return err;
+  kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
+  return launch_status();
+}
+
+template <typename Act, typename St, int N>
+const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t stream) {
+  constexpr int kRows = rows_per_iteration<St, N, kWarps>();
+  const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
+  const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
+  const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
+  if (ctas == 0) return nullptr;
+  if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
+  const size_t smem = static_cast<size_t>(StateUpdateSmem(p.max_tokens, p_chunk, N).total) * sizeof(float);
+  auto kernel = mamba2_state_update_kernel<Act, St, N, kWarps>;
+  if (const char* err = allow_smem(kernel, smem)) return err;
+  kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
+  return launch_status();
+}
+
+constexpr const char* kBadDstate = "dstate N must be 8, 16, 32, 64, 128 or 256 for the CUDA kernels";
+constexpr const char* kBadDtype = "unsupported activation dtype";
+
+template <typename Act, typename St>
+const char* replay_by_dstate(const ReplayParams& p, cudaStream_t s) {
+  switch (p.geo.N) {
+    case 8: return launch_replay_typed<Act, St, 8>(p, s);
+    case 16: return launch_replay_typed<Act, St, 16>(p, s);
+    case 32: return launch_replay_typed<Act, St, 32>(p, s);
+    case 64: return launch_replay_typed<Act, St, 64>(p, s);
+    case 128: return launch_replay_typed<Act, St, 128>(p, s);
+    case 256: return launch_replay_typed<Act, St, 256>(p, s);
+    default: return kBadDstate;
+  }
+}
+
+template <typename Act, typename St>
+const char* state_update_by_dstate(const StateUpdateParams& p, cudaStream_t s) {
+  switch (p.geo.N) {
+    case 8: return launch_state_update_typed<Act, St, 8>(p, s);
+    case 16: return launch_state_update_typed<Act, St, 16>(p, s);
+    case 32: return launch_state_update_typed<Act, St, 32>(p, s);
+    case 64: return launch_state_update_typed<Act, St, 64>(p, s);
+    case 128: return launch_state_update_typed<Act, St, 128>(p, s);
+    case 256: return launch_state_update_typed<Act, St, 256>(p, s);
+    default: return kBadDstate;
+  }
+}
+
+}  // namespace detail
+
+template <typename St>
+const char* launch_replay_for_state(const ReplayParams& p, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (p.act) {
+    case DType::kFloat32: return detail::replay_by_dstate<float, St>(p, s);
+    case DType::kBFloat16: return detail::replay_by_dstate<__nv_bfloat16, St>(p, s);
+    case DType::kFloat16: return detail::replay_by_dstate<__half, St>(p, s);
+  }
+  return detail::kBadDtype;
+}
+
+template <typename St>
+const char* launch_state_update_for_state(const StateUpdateParams& p, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (p.act) {
+    case DType::kFloat32: return detail::state_update_by_dstate<float, St>(p, s);
+    case DType::kBFloat16: return detail::state_update_by_dstate<__nv_bfloat16, St>(p, s);
+    case DType::kFloat16: return detail::state_update_by_dstate<__half, St>(p, s);
+  }
+  return detail::kBadDtype;
+}
+
+}  // namespace replayssm::mamba2

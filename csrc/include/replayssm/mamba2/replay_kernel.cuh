@@ -1,0 +1,316 @@
+// The Mamba-2 replay kernel: mamba2_decode (both routes, the flush fused per row) and
+// mamba2_flush (fold on demand), one launch each.
+//
+// One CTA = one (row, head, chunk of P). Every row's work has the same shape:
+//   acc   = c0 * S0 + sum_{j < n_upd} (s_j x_j[p]) B_j[n]     (a rank-n_upd update, often none)
+//   state = acc                                               (flush rows only)
+//   y[p]  = c1 * (acc . C) + hterm[p]                         (decode only)
+// with, per row kind (docs/contract.md; the replay math of replayssm_ext/reference.py):
+//   flush row (either route): fold the hist ring entries: c0 = exp(A sum_{i<hist} d_i), the
+//       update over j < hist with s_j = d_j exp(A sum_{j<i<hist} d_i); then the new token from the
+//       folded state: c1 = exp(A d), hterm = d (B.C) x + D x.
+//   non-flush, output_only: no update, c0 = 1; over the history plus the new token (entries
+//       j <= hist, the new one last) c1 = exp(A sum d_i), hterm = sum_j s_j (B_j.C) x_j + D x.
+//   non-flush, state_and_output: the update over j <= hist with c0 = exp(A sum d_i), c1 = 1,
+//       hterm = D x (the tile S_t is formed, not stored).
+//   fold (mamba2_flush): as the flush row, without the output and the ring write.
+// The state streams through registers in 16-byte vectors (RowLayout), one iteration's loads in
+// flight ahead of the one being processed; the first iteration's loads go out as soon as the slot
+// is known, before the small per-row pieces (decay weights, B_j.C, x_j, B_j) are staged in shared
+// memory.
+//
+// Measured alternatives (H200, nano geometry, batch 256, see the Mamba-2 kernel notes of the
+// report): holding the whole chunk in shared memory via cp.async, and a persistent grid that
+// prefetches the next item's cursors, were both slower than this register stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "replayssm/common/cursor.h"
+#include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/tile.cuh"
+
+namespace replayssm::mamba2 {
+
+// Shared memory of one CTA, in floats: B_j (fp32) [R][N], x_j / s_j x_j [p_chunk][odd(R)],
+// delta_j, s_j, B_j.C [R] each, the row dot products and the additive output terms [p_chunk] each.
+struct ReplaySmem {
+  int b, x, ldx, delta, weight, bc, dot, hterm, total;
+  __host__ __device__ ReplaySmem(int R, int p_chunk, int N) {
+    ldx = odd_stride(R);
+    b = 0;
+    x = b + R * N;
+    delta = x + p_chunk * ldx;
+    weight = delta + R;
+    bc = weight + R;
+    dot = bc + R;
+    hterm = dot + p_chunk;
+    total = hterm + p_chunk;
+  }
+};
+
+template <typename Act, typename St, int N, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
+  using L = RowLayout<St, N>;
+  using V = StateVec<St>;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int U = L::kRowsPerThread;
+  constexpr int KV = L::kVecsPerLane;
+  constexpr int VE = L::kVecElems;
+  constexpr int kRowsPerIter = kWarps * L::kRowsPerWarp * U;
+
+  extern __shared__ __align__(16) float smem[];
+
+  const int H = p.geo.H, P = p.geo.P, G = p.geo.G;
+  const int num_chunks = (P + p_chunk - 1) / p_chunk;
+  int bid = blockIdx.x;
+  const int chunk = bid % num_chunks;
+  bid /= num_chunks;
+  const int h = bid % H;
+  const int row = bid / H;
+  const int g = h / (H / G);
+  const int p0 = chunk * p_chunk;
+  const int plen = min(p_chunk, P - p0);
+
+  const int32_t slot = p.slots[row];
+  if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int lr = lane % L::kLanesPerRow;  // lane within its row
+  const int rw = lane / L::kLanesPerRow;  // row within the warp's load
+
+  // First state loads go out before anything else: they depend on the slot only.
+  St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
+  auto row_of = [&](int it, int u) { return it * kRowsPerIter + (u * kWarps + warp) * L::kRowsPerWarp + rw; };
+  auto load_rows = [&](int it, uint4 (&raw)[U][KV]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int pl = row_of(it, u);
+#pragma unroll
+      for (int k = 0; k < KV; ++k)
+        raw[u][k] = pl < plen ? load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), p.state_vec_aligned) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  uint4 raw[U][KV];
+  load_rows(0, raw);
+
+  const ReplayMode mode = p.mode;
+  const bool decode = mode != ReplayMode::kFold;
+  const int R = p.ring_len;
+  const int hist = p.hist[slot];
+  const int start = p.start[slot];
+  const bool flush = !decode || p.flush[slot] != 0;
+  // Cursor values outside the contract (only a caller bug makes them; the CUDA path cannot check
+  // them without a host sync): the row is skipped like an out-of-range slot.
+  if (hist < 0 || start < 0 || start >= R || hist + (decode ? 1 : 0) > R) return;
+  if (!decode && hist == 0) return;  // nothing to fold
+
+  const ReplaySmem lay(R, p_chunk, N);
+  float* const b_s = smem + lay.b;
+  float* const x_s = smem + lay.x;
+  float* const delta_s = smem + lay.delta;
+  float* const weight_s = smem + lay.weight;
+  float* const bc_s = smem + lay.bc;
+  float* const dot_s = smem + lay.dot;
+  float* const hterm_s = smem + lay.hterm;
+  const int ldx = lay.ldx;
+
+  const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
+  const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+  const float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
+  const float A = p.layer.A[h];
+
+  // Entries staged: the hist ring entries (logical order), then the new token (decode).
+  const int n_ent = hist + (decode ? 1 : 0);
+  const Act* const x_in = decode ? reinterpret_cast<const Act*>(p.tok.x) + row * p.tok.x_stride + h * P : nullptr;
+  const Act* const B_in = decode ? reinterpret_cast<const Act*>(p.tok.B) + row * p.tok.B_stride + g * N : nullptr;
+  const float d_new =
+      decode ? make_delta(to_float(reinterpret_cast<const Act*>(p.tok.dt)[row * p.tok.dt_stride + h]), p.layer.dt_bias, h,
+                          p.layer.dt_softplus)
+             : 0.f;
+
+  for (int j = tid; j < n_ent; j += kThreads) delta_s[j] = j < hist ? ring_dt[ring_index(start, j, R)] : d_new;
+  for (int e = tid; e < n_ent * N; e += kThreads) {
+    const int j = e / N, n = e % N;
+    b_s[e] = to_float(j < hist ? ring_B[static_cast<int64_t>(ring_index(start, j, R)) * N + n] : B_in[n]);
+  }
+  for (int e = tid; e < n_ent * plen; e += kThreads) {
+    const int j = e / plen, pl = e - j * plen;
+    x_s[pl * ldx + j] = to_float(j < hist ? ring_x[static_cast<int64_t>(ring_index(start, j, R)) * P + p0 + pl] : x_in[p0 + pl]);
+  }
+
+  // C for this lane's n indices (decode only).
+  float c_reg[KV][VE];
+  if (decode) {
+    const Act* const C_in = reinterpret_cast<const Act*>(p.tok.C) + row * p.tok.C_stride + g * N;
+#pragma unroll
+    for (int k = 0; k < KV; ++k)
+#pragma unroll
+      for (int e = 0; e < VE; ++e) c_reg[k][e] = to_float(C_in[L::n_of(lr, k, e)]);
+  }
+
+  // The new ring entry at logical hist (after the history, folded or not). Nothing in this launch
+  // reads that position: history reads are at logical < hist and hist + 1 <= R.
+  if (decode) {
+    const int pos = ring_index(start, hist, R);
+    Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + (static_cast<int64_t>(h) * R + pos) * P;
+    for (int pl = tid; pl < plen; pl += kThreads) rx[p0 + pl] = x_in[p0 + pl];
+    if (chunk == 0) {
+      if (tid == 0) p.ring_dt[slot * p.ring_dt_stride + static_cast<int64_t>(h) * R + pos] = d_new;
+      if (h % (H / G) == 0) {  // one head per group writes the group's B
+        Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + (static_cast<int64_t>(g) * R + pos) * N;
+        for (int n = tid; n < N; n += kThreads) rb[n] = B_in[n];
+      }
+    }
+  }
+  __syncthreads();
+
+  // Decay weights over the first n_w entries (the folded history for flush rows, everything for
+  // non-flush rows): s_j = d_j exp(A sum_{j<i<n_w} d_i), total decay exp(A sum_{i<n_w} d_i).
+  const int n_w = flush ? hist : n_ent;
+  for (int j = tid; j < n_w; j += kThreads) {
+    float later = 0.f;
+    for (int i = j + 1; i < n_w; ++i) later += delta_s[i];
+    weight_s[j] = delta_s[j] * expf(A * later);
+  }
+  float sum_all = 0.f;
+  for (int i = 0; i < n_w; ++i) sum_all += delta_s[i];
+  const float decay_all = expf(A * sum_all);
+
+  // B_j . C for every staged entry (decode): kRowsPerWarp entries per warp pass.
+  if (decode) {
+    for (int jb = warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
+      const int j = jb + rw;
+      float part = 0.f;
+      if (j < n_ent) {
+#pragma unroll
+        for (int k = 0; k < KV; ++k) {
+          const float* bp = b_s + j * N + L::n_of(lr, k, 0);
+#pragma unroll
+          for (int e = 0; e < VE; ++e) part += bp[e] * c_reg[k][e];
+        }
+      }
+      part = L::row_sum(part);
+      if (j < n_ent && lr == 0) bc_s[j] = part;
+    }
+  }
+  __syncthreads();
+
+  // Per row kind: the update size, the coefficients, and the per-p terms.
+  int n_upd;
+  float c0, c1;
+  const float D = (decode && p.layer.D != nullptr) ? p.layer.D[h] : 0.f;
+  if (flush) {
+    n_upd = hist;
+    c0 = decay_all;
+    c1 = expf(A * d_new);
+  } else if (mode == ReplayMode::kOutputOnly) {
+    n_upd = 0;
+    c0 = 1.f;
+    c1 = decay_all;
+  } else {
+    n_upd = n_ent;
+    c0 = decay_all;
+    c1 = 1.f;
+  }
+  for (int pl = tid; pl < plen; pl += kThreads) {
+    float* const xr = x_s + pl * ldx;
+    const float x_new = decode ? xr[hist] : 0.f;
+    float ht = D * x_new;
+    if (flush) {
+      if (decode) ht += d_new * bc_s[hist] * x_new;
+    } else if (mode == ReplayMode::kOutputOnly) {
+      for (int j = 0; j < n_ent; ++j) ht += weight_s[j] * bc_s[j] * xr[j];
+    }
+    for (int j = 0; j < n_upd; ++j) xr[j] *= weight_s[j];  // s_j x_j[p]: the update's left factor
+    hterm_s[pl] = ht;
+  }
+  __syncthreads();
+
+  const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
+  const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
+  for (int it = 0; it < iters; ++it) {
+    uint4 next[U][KV];
+    if (it + 1 < iters) load_rows(it + 1, next);
+
+    float acc[U][KV][VE];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k) {
+        V::unpack(raw[u][k], acc[u][k]);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[u][k][e] *= c0;
+      }
+
+    if (n_upd > 0) {
+      int xrow[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) xrow[u] = min(row_of(it, u), plen - 1) * ldx;
+      for (int j = 0; j < n_upd; ++j) {
+        float bj[KV][VE];
+#pragma unroll
+        for (int k = 0; k < KV; ++k) {
+          const float4* bp = reinterpret_cast<const float4*>(b_s + j * N + L::n_of(lr, k, 0));
+#pragma unroll
+          for (int q = 0; q < VE / 4; ++q) {
+            const float4 v = bp[q];
+            bj[k][4 * q + 0] = v.x, bj[k][4 * q + 1] = v.y, bj[k][4 * q + 2] = v.z, bj[k][4 * q + 3] = v.w;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const float sx = x_s[xrow[u] + j];
+#pragma unroll
+          for (int k = 0; k < KV; ++k)
+#pragma unroll
+            for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx, bj[k][e], acc[u][k][e]);
+        }
+      }
+    }
+
+    if (write_state) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int pl = row_of(it, u);
+        if (pl < plen) {
+#pragma unroll
+          for (int k = 0; k < KV; ++k) store_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), V::pack(acc[u][k]), p.state_vec_aligned);
+        }
+      }
+    }
+
+    if (decode) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float part = 0.f;
+#pragma unroll
+        for (int k = 0; k < KV; ++k)
+#pragma unroll
+          for (int e = 0; e < VE; ++e) part = fmaf(acc[u][k][e], c_reg[k][e], part);
+        part = L::row_sum(part);
+        const int pl = row_of(it, u);
+        if (lr == 0 && pl < plen) dot_s[pl] = part;
+      }
+    }
+
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+  }
+  if (!decode) return;
+  __syncthreads();
+
+  const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + row * p.tok.z_stride + h * P : nullptr;
+  Act* const out = reinterpret_cast<Act*>(p.tok.out) + row * p.tok.out_stride + h * P;
+  for (int pl = tid; pl < plen; pl += kThreads) {
+    float y = c1 * dot_s[pl] + hterm_s[pl];
+    if (z_in != nullptr) y = gate(y, to_float(z_in[p0 + pl]));
+    out[p0 + pl] = from_float<Act>(y);
+  }
+}
+
+}  // namespace replayssm::mamba2

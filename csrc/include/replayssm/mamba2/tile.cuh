@@ -1,0 +1,199 @@
+// How a CTA streams one head's (P x N) state: the lane layout of 16-byte vectors along N, the
+// conversions between storage dtypes and fp32, and the small math helpers shared by the Mamba-2
+// kernels. Device code only, no torch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace replayssm::mamba2 {
+
+// ---------------------------------------------------------------------------------------------
+// Scalar conversions (explicit intrinsics: torch's build defines __CUDA_NO_*_CONVERSIONS__).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+// ---------------------------------------------------------------------------------------------
+// 16-byte state vectors: VE elements of the state dtype, unpacked to / packed from fp32.
+// ---------------------------------------------------------------------------------------------
+template <typename St>
+struct StateVec;
+
+template <>
+struct StateVec<float> {
+  static constexpr int kElems = 4;
+  __device__ __forceinline__ static void unpack(const uint4& v, float* f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ __forceinline__ static uint4 pack(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+};
+
+template <typename Half2, typename Half>
+struct PairCvt;
+
+template <>
+struct PairCvt<__nv_bfloat162, __nv_bfloat16> {
+  __device__ __forceinline__ static float2 unpack(uint32_t w) {
+    __nv_bfloat162 h;
+    __builtin_memcpy(&h, &w, 4);
+    return __bfloat1622float2(h);
+  }
+  __device__ __forceinline__ static uint32_t pack(float a, float b) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // a in the low half: element order kept
+    uint32_t w;
+    __builtin_memcpy(&w, &h, 4);
+    return w;
+  }
+};
+
+template <>
+struct PairCvt<__half2, __half> {
+  __device__ __forceinline__ static float2 unpack(uint32_t w) {
+    __half2 h;
+    __builtin_memcpy(&h, &w, 4);
+    return __half22float2(h);
+  }
+  __device__ __forceinline__ static uint32_t pack(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    uint32_t w;
+    __builtin_memcpy(&w, &h, 4);
+    return w;
+  }
+};
+
+template <typename Half2, typename Half>
+struct StateVec16 {
+  static constexpr int kElems = 8;
+  using Cvt = PairCvt<Half2, Half>;
+  __device__ __forceinline__ static void unpack(const uint4& v, float* f) {
+    float2 t;
+    t = Cvt::unpack(v.x), f[0] = t.x, f[1] = t.y;
+    t = Cvt::unpack(v.y), f[2] = t.x, f[3] = t.y;
+    t = Cvt::unpack(v.z), f[4] = t.x, f[5] = t.y;
+    t = Cvt::unpack(v.w), f[6] = t.x, f[7] = t.y;
+  }
+  __device__ __forceinline__ static uint4 pack(const float* f) {
+    return make_uint4(Cvt::pack(f[0], f[1]), Cvt::pack(f[2], f[3]), Cvt::pack(f[4], f[5]), Cvt::pack(f[6], f[7]));
+  }
+};
+
+template <>
+struct StateVec<__nv_bfloat16> : StateVec16<__nv_bfloat162, __nv_bfloat16> {};
+template <>
+struct StateVec<__half> : StateVec16<__half2, __half> {};
+
+// ---------------------------------------------------------------------------------------------
+// Lane layout of one state row (N elements, N contiguous) over a warp.
+//
+// A row is N / kVecElems 16-byte vectors. kLanesPerRow lanes share a row (all 32 when the row has
+// at least 32 vectors), so one warp-wide load covers kRowsPerWarp whole, adjacent rows: 512
+// contiguous bytes, fully coalesced. Lane `lr` of a row holds the vectors k * kLanesPerRow + lr
+// (k < kVecsPerLane), i.e. kPerLane = kVecsPerLane * kVecElems state elements whose n indices
+// are n_of(lr, k, e). The C / B values a lane needs are those same n indices, so they live in
+// registers (C) or are read as 16-byte shared-memory vectors (B) without bank conflicts.
+// ---------------------------------------------------------------------------------------------
+template <typename St, int N>
+struct RowLayout {
+  static constexpr int kVecElems = StateVec<St>::kElems;
+  static constexpr int kVecsPerRow = N / kVecElems;
+  static constexpr int kLanesPerRow = kVecsPerRow < 32 ? kVecsPerRow : 32;
+  static constexpr int kVecsPerLane = kVecsPerRow / kLanesPerRow;
+  static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
+  static constexpr int kPerLane = kVecsPerLane * kVecElems;
+  // Rows each thread keeps in flight per iteration: about four 16-byte loads per thread.
+  static constexpr int kRowsPerThread = kVecsPerLane >= 4 ? 1 : 4 / kVecsPerLane;
+  static_assert(N % kVecElems == 0 && kVecsPerRow % kLanesPerRow == 0, "N must be a multiple of 32 * vector");
+  static_assert(32 % kLanesPerRow == 0, "lanes per row must divide the warp");
+
+  __device__ __forceinline__ static int n_of(int lr, int k, int e) { return (k * kLanesPerRow + lr) * kVecElems + e; }
+
+  // Sum over the kLanesPerRow lanes of one row (they are adjacent lanes: xor offsets stay inside).
+  __device__ __forceinline__ static float row_sum(float v) {
+#pragma unroll
+    for (int off = kLanesPerRow / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+  }
+};
+
+// Rows of one head handled per CTA iteration, for the host-side choice of the P chunk.
+template <typename St, int N, int kWarps>
+constexpr int rows_per_iteration() {
+  using L = RowLayout<St, N>;
+  return kWarps * L::kRowsPerWarp * L::kRowsPerThread;
+}
+
+// One 16-byte state vector, streamed (evict-first: the state is touched once per step). A state
+// tensor whose base or slot stride is not 16-byte aligned (a paged view may start anywhere) takes
+// the element-wise path; `aligned` is uniform over a launch, so the branch costs nothing.
+template <typename St>
+__device__ __forceinline__ uint4 load_state_vec(const St* p, bool aligned) {
+  if (aligned) return __ldcs(reinterpret_cast<const uint4*>(p));
+  uint32_t w[4];
+  if constexpr (sizeof(St) == 4) {
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __ldcs(q + i);
+  } else {
+    const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = static_cast<uint32_t>(__ldcs(q + 2 * i)) | (static_cast<uint32_t>(__ldcs(q + 2 * i + 1)) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <typename St>
+__device__ __forceinline__ void store_state_vec(St* p, const uint4& v, bool aligned) {
+  if (aligned) {
+    __stcs(reinterpret_cast<uint4*>(p), v);
+    return;
+  }
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  if constexpr (sizeof(St) == 4) {
+    uint32_t* q = reinterpret_cast<uint32_t*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) __stcs(q + i, w[i]);
+  } else {
+    unsigned short* q = reinterpret_cast<unsigned short*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      __stcs(q + 2 * i, static_cast<unsigned short>(w[i] & 0xffffu));
+      __stcs(q + 2 * i + 1, static_cast<unsigned short>(w[i] >> 16));
+    }
+  }
+}
+
+// dt -> delta: bias, then softplus20 (log1p(exp(v)), or v itself above 20) when asked.
+__device__ __forceinline__ float make_delta(float dt, const float* dt_bias, int h, bool softplus) {
+  float v = dt + (dt_bias != nullptr ? dt_bias[h] : 0.f);
+  if (softplus) v = v > 20.f ? v : log1pf(expf(v));
+  return v;
+}
+
+// y * silu(z) = y * z * sigmoid(z).
+__device__ __forceinline__ float gate(float y, float z) { return y * (z / (1.f + expf(-z))); }
+
+// A row stride for [p][j] tiles in shared memory that is odd, so consecutive p land in different
+// banks.
+__host__ __device__ __forceinline__ int odd_stride(int n) { return (n % 2 == 0) ? n + 1 : n; }
+
+}  // namespace replayssm::mamba2

@@ -1,0 +1,10 @@
+// gdn_flush with a bf16 checkpoint: every activation dtype and K (torch-free instantiations).
+#include "replayssm/gdn/dispatch.cuh"
+
+namespace replayssm::gdn {
+
+const char* launch_gdn_flush_bf16(const GdnParams& p, void* stream) {
+  return launch_for_state<Mode::kFold, __nv_bfloat16>(p, stream);
+}
+
+}  // namespace replayssm::gdn

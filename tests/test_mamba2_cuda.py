@@ -1,0 +1,327 @@
+"""The Mamba-2 CUDA kernels (mamba2_decode both routes, mamba2_flush, mamba2_state_update):
+
+- against the fp64 sequential recurrence over long runs with commits (tests/helpers.Sim: every
+  step checks the outputs with the flash-attention rule, NaN-poisoned outputs, padding rows
+  untouched, every ring byte, the checkpoint at flushes and folds, the cursors exactly), over
+  every (state, act) dtype pair, history capacities B in {1, 4, 8, 16, 32}, both routes, mixed
+  phases, paged (strided, misaligned and 16-byte aligned) caches and the model geometries;
+- against the CPU ops in lockstep: the same call sequence on both devices gives identical rings
+  and cursors, and outputs / checkpoints equal to rounding;
+- under CUDA-graph capture: one captured decode step replayed through full flush cycles (commit
+  between replays, outside the graph) matches eager execution bit for bit;
+- bad inputs fail with the same message on CUDA as on the CPU.
+
+CUDA only: skipped where there is no GPU or the kernels are not built.
+"""
+
+import math
+
+import pytest
+import torch
+
+from conftest import cuda_skip_reason
+from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, run_checked, run_state_update, same_bytes,
+                     steps_for_cycles)
+
+OPS = ("mamba2_decode", "mamba2_flush", "mamba2_state_update", "commit", "reset")
+_SKIP = cuda_skip_reason(OPS)
+pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+NANO = Mamba2Geo(H=96, P=80, N=128, G=8)     # Nemotron-3-Nano-4B
+SUPER = Mamba2Geo(H=128, P=64, N=128, G=8)   # Nemotron-3-Super
+ODD = Mamba2Geo(H=6, P=64, N=64, G=3)        # 2 heads per group, P one iteration's multiple
+WIDE = Mamba2Geo(H=4, P=48, N=256, G=2)      # N = 256, P not a multiple of an iteration's rows
+TINY = Mamba2Geo(H=4, P=24, N=16, G=1)       # small N: several rows per warp load
+
+DTYPE_PAIRS = [(s, a) for s in ("fp32", "bf16", "fp16") for a in ("fp32", "bf16", "fp16")]
+ROUTES = ["output_only", "state_and_output"]
+
+
+def _decode_cfg(**kw):
+    base = dict(mode="decode", T=1, device="cuda", reset_prob=0.0)
+    base.update(kw)
+    return SimConfig(**base)
+
+
+# --- long runs against the recurrence ----------------------------------------------------------
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_long_run_mixed_phases(route):
+    """200 steps, 8 staggered rows (every flush phase in one batch), padding by -1 and null_slot,
+    replacements, folds on demand, misaligned paged caches."""
+    cfg = _decode_cfg(Bcap=16, rows=8, spare_slots=3, steps=200, state="fp32", act="bf16", paged=True,
+                      null_slot=2, pad_prob=0.1, reset_prob=0.01, fold_prob=0.03, route=route, seed=1)
+    stats = run_checked(Mamba2(ODD), cfg, min_flushes=5)
+    assert stats.folds > 0 and stats.pad_rows > 0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("state,act", DTYPE_PAIRS)
+def test_dtype_pairs(state, act, route):
+    i = DTYPE_PAIRS.index((state, act))
+    cfg = _decode_cfg(Bcap=4, ring_extra=i % 2, rows=4, spare_slots=2, steps=steps_for_cycles(4, 1, 4, cycles=3),
+                      state=state, act=act, paged=bool(i % 2), null_slot=(0 if i % 3 == 0 else None),
+                      route=route, fold_prob=0.05, seed=20 + i)
+    run_checked(Mamba2(ODD), cfg, min_flushes=3)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("Bcap", [1, 4, 8, 16, 32])
+def test_history_capacities(Bcap, route):
+    cfg = _decode_cfg(Bcap=Bcap, ring_extra=Bcap % 3, rows=4, spare_slots=2, steps=steps_for_cycles(Bcap, 1, 4),
+                      state="fp32", act="bf16", paged=Bcap % 2 == 0, route=route, seed=40 + Bcap)
+    run_checked(Mamba2(WIDE if Bcap == 8 else ODD), cfg)
+
+
+@pytest.mark.parametrize("use_D,use_z,use_dt_bias,dt_softplus", [
+    (False, False, False, True), (True, True, True, False), (True, False, True, True)])
+def test_optional_inputs(use_D, use_z, use_dt_bias, dt_softplus):
+    fam = Mamba2(TINY, use_D=use_D, use_z=use_z, use_dt_bias=use_dt_bias, dt_softplus=dt_softplus)
+    cfg = _decode_cfg(Bcap=4, rows=3, steps=steps_for_cycles(4, 1, 3), state="fp32", act="fp32",
+                      route="output_only", fold_prob=0.1, seed=60)
+    run_checked(fam, cfg)
+
+
+@pytest.mark.parametrize("geo", ["nano", "super"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_model_geometries(geo, route):
+    cfg = _decode_cfg(Bcap=16, rows=3, spare_slots=1, steps=steps_for_cycles(16, 1, 3), state="fp32", act="bf16",
+                      paged=True, null_slot=0, fold_prob=0.03, route=route, seed=70)
+    run_checked(Mamba2(NANO if geo == "nano" else SUPER), cfg)
+
+
+# --- the baseline ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("state,act", DTYPE_PAIRS)
+def test_state_update_plain(state, act):
+    run_state_update(Mamba2(ODD), "cuda", state, act, rows=5, steps=12, seed=80, null_slot=0)
+
+
+@pytest.mark.parametrize("geo,T", [("odd", 3), ("wide", 4), ("nano", 1)])
+def test_state_update_snapshots(geo, T):
+    g = {"odd": ODD, "wide": WIDE, "nano": NANO}[geo]
+    run_state_update(Mamba2(g), "cuda", "fp32", "bf16", rows=3, steps=6, T=T, seed=90 + T)
+
+
+# --- lockstep with the CPU ops -----------------------------------------------------------------
+
+def _rel_err(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+
+
+# Two float32 evaluations of the same formula differ by rounding only: the bound is a few units of
+# the compared dtype's last place (outputs and checkpoints are rounded to it) relative to the
+# largest magnitude, plus float32 accumulation noise over ~N products.
+def _rounding_bound(dtype, N):
+    return 4 * torch.finfo(dtype).eps + 64 * torch.finfo(torch.float32).eps * math.sqrt(N)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("state,act", [("fp32", "bf16"), ("bf16", "fp32"), ("fp16", "fp16")])
+def test_lockstep_with_cpu(state, act, route):
+    """The same decode / commit / flush sequence on CPU and CUDA: rings and cursors identical,
+    outputs and checkpoints equal to rounding. The CUDA cache is a 16-byte-aligned paged view (the
+    vector path with a slot stride that is not the tensor's own size)."""
+    geo, Bcap, rows, num_slots, steps = ODD, 8, 6, 9, 40
+    R = Bcap + 1 + 2
+    sd, ad = DTYPES[state], DTYPES[act]
+    gen = torch.Generator().manual_seed(7)
+    fam = Mamba2(geo)
+    layer = fam.make_layer(gen)
+
+    def paged(shape, dtype, pad):
+        inner = math.prod(shape)
+        page = torch.randn(num_slots, inner + pad, generator=gen).to(dtype)
+        return page, page[:, :inner].view(num_slots, *shape)
+
+    cpu, pages = {}, {}
+    pages["state"], cpu["state"] = paged(fam.state_shape(), sd, 8)
+    for name, shape in fam.ring_shapes(R).items():
+        pages[name], cpu[name] = paged(shape, fam.ring_dtypes(ad)[name], 8)
+    cuda_pages = {k: v.cuda() for k, v in pages.items()}
+    cuda = {k: cuda_pages[k][:, :cpu[k][0].numel()].view(cpu[k].shape) for k in cpu}
+    assert cuda["state"].stride(0) != cuda["state"][0].numel() and cuda["state"].data_ptr() % 16 == 0
+    cur_cpu = {"hist": torch.zeros(num_slots, dtype=torch.int32), "start": torch.zeros(num_slots, dtype=torch.int32),
+               "flush": torch.zeros(num_slots, dtype=torch.int8)}
+    cur_gpu = {k: v.cuda() for k, v in cur_cpu.items()}
+    row_slot = torch.randperm(num_slots, generator=gen)[:rows].tolist()
+    lay_gpu = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
+    flushes = 0
+    for k in range(steps):
+        live = [k >= r and torch.rand((), generator=gen).item() > 0.15 for r in range(rows)]  # staggered
+        slots = torch.tensor([row_slot[r] if live[r] else -1 for r in range(rows)], dtype=torch.int32)
+        tok = {n: v[:, 0] for n, v in fam.make_tokens(gen, (rows, 1), ad).items()}
+        flushes += sum(int(cur_cpu["flush"][s]) for s, lv in zip(slots.tolist(), live) if lv)
+        out_c = torch.full((rows, geo.H, geo.P), float("nan"), dtype=ad)
+        out_g = out_c.cuda()
+        fam.decode(tok, layer, slots, cur_cpu, cpu, out_c, None, route=route)
+        fam.decode({n: v.cuda() for n, v in tok.items()}, lay_gpu, slots.cuda(), cur_gpu, cuda, out_g, None,
+                   route=route)
+        rows_live = torch.tensor(live)
+        assert torch.isnan(out_g[~rows_live.cuda()].float()).all(), f"step {k}: a padding row's output was written"
+        assert _rel_err(out_g[rows_live.cuda()], out_c[rows_live]) <= _rounding_bound(ad, geo.N), f"step {k}: outputs"
+        for name in ("ring_x", "ring_B"):
+            assert same_bytes(cuda[name], cpu[name]), f"step {k}: {name} differs from the CPU op's"
+        assert _rel_err(cuda["ring_dt"], cpu["ring_dt"]) <= 4 * torch.finfo(torch.float32).eps, f"step {k}: ring_dt"
+        assert _rel_err(cuda["state"], cpu["state"]) <= _rounding_bound(sd, geo.N), f"step {k}: checkpoints differ"
+        # Keep the two checkpoints identical so later steps compare one step's rounding, not a drift.
+        cuda["state"].copy_(cpu["state"])
+        if k % 9 == 8:  # fold on demand on half the rows, then reset them
+            fold = torch.tensor(row_slot[::2] + [-1], dtype=torch.int32)
+            fam.flush(layer, fold, cur_cpu, cpu, None)
+            fam.flush(lay_gpu, fold.cuda(), cur_gpu, cuda, None)
+            assert _rel_err(cuda["state"], cpu["state"]) <= _rounding_bound(sd, geo.N), f"step {k}: fold"
+            cuda["state"].copy_(cpu["state"])
+            for c in (cur_cpu, cur_gpu):
+                torch.ops.replayssm.reset(fold.to(c["hist"].device), c["hist"], c["start"], c["flush"], Bcap, 1)
+        accepted = torch.ones(rows, dtype=torch.int32)
+        for c in (cur_cpu, cur_gpu):
+            torch.ops.replayssm.commit(slots.to(c["hist"].device), accepted.to(c["hist"].device), c["hist"],
+                                       c["start"], c["flush"], Bcap, 1, R)
+        for name in cur_cpu:
+            assert torch.equal(cur_gpu[name].cpu(), cur_cpu[name]), f"step {k}: cursor {name} differs"
+    # The padding bytes of the pages were never written.
+    for name in pages:
+        inner = cpu[name][0].numel()
+        assert same_bytes(cuda_pages[name][:, inner:], pages[name][:, inner:]), f"{name}: page padding written"
+    assert flushes >= rows, "test setup: too few flush steps"
+
+
+# --- CUDA graphs -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_cuda_graph_replay_matches_eager(route):
+    """One decode step captured over a batch in mixed phases, replayed through more than two full
+    flush cycles with commit (outside the graph) between replays; eager execution of the same
+    sequence on a copy of the caches gives bit-identical outputs, rings and checkpoints."""
+    geo, Bcap, rows, num_slots = ODD, 4, 6, 8
+    R = Bcap + 1
+    gen = torch.Generator().manual_seed(11)
+    fam = Mamba2(geo)
+    layer = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
+    cache = {"state": fam.random_state(gen, (num_slots,), torch.float32).cuda()}
+    for name, shape in fam.ring_shapes(R).items():
+        cache[name] = torch.randn(num_slots, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
+    cur = {"hist": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
+           "start": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
+           "flush": torch.zeros(num_slots, dtype=torch.int8, device="cuda")}
+    slots = torch.tensor([5, 0, -1, 3, 7, 1], dtype=torch.int32, device="cuda")
+    live = slots[slots >= 0]
+    ones = torch.ones(rows, dtype=torch.int32, device="cuda")
+    # Mixed phases: slot i has committed i % (Bcap + 1) entries before the capture.
+    for i, s in enumerate(live.tolist()):
+        for _ in range(i % (Bcap + 1)):
+            torch.ops.replayssm.commit(torch.tensor([s], dtype=torch.int32, device="cuda"), ones[:1], cur["hist"],
+                                       cur["start"], cur["flush"], Bcap, 1, R)
+    assert len(set(cur["hist"][live].tolist())) > 2, "test setup: phases not mixed"
+    eager_cache = {k: v.clone() for k, v in cache.items()}
+    eager_cur = {k: v.clone() for k, v in cur.items()}
+
+    steps = 3 * (Bcap + 1)
+    toks = [{n: v[:, 0].cuda() for n, v in fam.make_tokens(gen, (rows, 1), torch.bfloat16).items()}
+            for _ in range(steps)]
+    static_tok = {n: v.clone() for n, v in toks[0].items()}
+    static_out = torch.full((rows, geo.H, geo.P), float("nan"), dtype=torch.bfloat16, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        # Capture only (no warm-up call: it would advance nothing but must not write the caches).
+        snap = {k: v.clone() for k, v in cache.items()}
+        with torch.cuda.graph(graph, stream=stream):
+            fam.decode(static_tok, layer, slots, cur, cache, static_out, None, route=route)
+    torch.cuda.current_stream().wait_stream(stream)
+    for k in snap:
+        assert same_bytes(cache[k], snap[k]), "capturing wrote the caches"
+
+    flush_steps = 0
+    for k in range(steps):
+        flush_steps += int(cur["flush"][live].sum())
+        for n in static_tok:
+            static_tok[n].copy_(toks[k][n])
+        static_out.fill_(float("nan"))
+        graph.replay()
+        eager_out = torch.full_like(static_out, float("nan"))
+        fam.decode(toks[k], layer, slots, eager_cur, eager_cache, eager_out, None, route=route)
+        assert same_bytes(static_out, eager_out), f"replay {k}: outputs differ from eager"
+        for name in cache:
+            assert same_bytes(cache[name], eager_cache[name]), f"replay {k}: {name} differs from eager"
+        for c in (cur, eager_cur):
+            torch.ops.replayssm.commit(slots, ones, c["hist"], c["start"], c["flush"], Bcap, 1, R)
+    assert flush_steps >= 2 * len(live), "test setup: fewer than two flushes per row"
+    assert torch.isnan(static_out[2].float()).all(), "padding row written"
+
+
+# --- validation: the same message as the CPU op ------------------------------------------------
+
+def _decode_args(device, P_ring=64, state_dtype=torch.float32, act=torch.bfloat16, N=64):
+    geo = ODD
+    gen = torch.Generator().manual_seed(3)
+    fam = Mamba2(Mamba2Geo(geo.H, geo.P, N, geo.G))
+    layer = fam.make_layer(gen)
+    tok = {n: v[:, 0] for n, v in fam.make_tokens(gen, (2, 1), act).items()}
+    R, slots_n = 5, 3
+    state = torch.zeros(slots_n, geo.H, geo.P, N, dtype=state_dtype)
+    ring_x = torch.zeros(slots_n, geo.H, R, P_ring, dtype=act)
+    ring_B = torch.zeros(slots_n, geo.G, R, N, dtype=act)
+    ring_dt = torch.zeros(slots_n, geo.H, R)
+    hist, start = torch.zeros(slots_n, dtype=torch.int32), torch.zeros(slots_n, dtype=torch.int32)
+    flush = torch.zeros(slots_n, dtype=torch.int8)
+    out = torch.zeros(2, geo.H, geo.P, dtype=act)
+    args = [*fam.op_inputs(tok, layer), torch.tensor([0, 1], dtype=torch.int32), hist, start, flush, state, ring_x,
+            ring_B, ring_dt, out]
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+# Each case: keyword arguments of _decode_args (a dict expression), an edit of the argument list `a`, the route.
+_BAD_CASES = {
+    "ring_x_shape": ("dict(P_ring=32)", "", "output_only"),
+    "state_dtype": ("dict(state_dtype=torch.float64)", "", "output_only"),
+    "route": ("dict()", "", "both"),
+    "B_dtype": ("dict()", "a[3] = a[3].float()", "output_only"),
+    "out_shape": ("dict()", "a[17] = a[17][:1]", "output_only"),
+    "x_not_contiguous": ("dict()", "a[0] = a[0].transpose(1, 2).contiguous().transpose(1, 2)", "output_only"),
+}
+
+_CALLS = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+import test_mamba2_cuda as t
+for case, (kw, edit, route) in t._BAD_CASES.items():
+    a = t._decode_args({device!r}, **eval(kw))
+    exec(edit)
+    try:
+        torch.ops.replayssm.mamba2_decode(*a, route)
+        print(case + "|NOT RAISED", flush=True)
+    except RuntimeError as e:
+        print(case + "|RAISED:" + str(e).splitlines()[0], flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_input_messages():
+    """{device: {case: first line of the error, or a note}} from one subprocess per device: a crash
+    there (seen on torch 2.11 for some messages) fails the affected cases instead of the session."""
+    import os
+    import subprocess
+    import sys
+
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    result = {}
+    for device in ("cpu", "cuda"):
+        r = subprocess.run([sys.executable, "-c", _CALLS.format(tests=tests_dir, device=device)],
+                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(tests_dir))
+        got = dict(line.split("|", 1) for line in r.stdout.splitlines() if "|" in line)
+        for case in _BAD_CASES:
+            got.setdefault(case, f"NO RESULT (subprocess exit code {r.returncode}, stderr tail {r.stderr[-200:]!r})")
+        result[device] = got
+    return result
+
+
+@pytest.mark.parametrize("case", list(_BAD_CASES))
+def test_bad_inputs_same_message(case, bad_input_messages):
+    """The CUDA op raises the CPU op's message (the same validation, in the same order and words)."""
+    cpu, cuda = bad_input_messages["cpu"][case], bad_input_messages["cuda"][case]
+    assert cpu.startswith("RAISED:mamba2_decode: "), f"cpu: {cpu}"
+    assert cuda == cpu, f"cuda: {cuda}\ncpu:  {cpu}"
