@@ -16,6 +16,7 @@ replayssm_ext.reference so that a bug shared by the CPU ops and the reference ca
 """
 
 import dataclasses
+import os
 import math
 from typing import Dict, List, Optional
 
@@ -809,3 +810,35 @@ def valid_args(op: str, device="cpu", act=torch.bfloat16, state_dtype=torch.floa
 
 def call_op(op: str, args: Dict[str, object]):
     return getattr(torch.ops.replayssm, op)(*args.values())
+
+
+_ERROR_LINES_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import replayssm_ext  # noqa: F401
+import {module} as t
+for case in {cases!r}:
+    print(case + "|" + t._first_error_line({device!r}, case), flush=True)
+"""
+
+
+def error_lines_per_device(module, cases, devices=("cpu", "cuda")):
+    """``{device: {case: line}}`` with ``line = <module>._first_error_line(device, case)`` (e.g.
+    'RAISED:<first line of the message>'), computed in one subprocess per device. On the GPU
+    machine's torch 2.11 an op's error path once crashed the process (an integer streamed into an
+    ostringstream; checks.h now formats with std::to_string): in a subprocess a crash fails the
+    affected cases instead of taking the test session down."""
+    import subprocess
+    import sys
+
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    result = {}
+    for device in devices:
+        script = _ERROR_LINES_SCRIPT.format(tests=tests_dir, module=module, cases=list(cases), device=device)
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                           cwd=os.path.dirname(tests_dir))
+        got = dict(line.split("|", 1) for line in r.stdout.splitlines() if "|" in line)
+        for case in cases:
+            got.setdefault(case, f"NO RESULT (subprocess exit code {r.returncode}, stderr tail {r.stderr[-200:]!r})")
+        result[device] = got
+    return result

@@ -17,7 +17,8 @@ import torch
 
 import helpers
 from conftest import cuda_only
-from helpers import (PRECISIONS, GDN, GDNGeo, SimConfig, run_checked, run_state_update, steps_for_cycles)
+from helpers import (PRECISIONS, GDN, GDNGeo, SimConfig, error_lines_per_device, run_checked, run_state_update,
+                     steps_for_cycles)
 
 DECODE_OPS = ("gdn_decode", "gdn_flush", "commit", "reset")
 SMALL = GDNGeo(H=2, HV=4, K=64, V=64)           # two v-heads per k-head
@@ -183,36 +184,9 @@ def _first_error_line(dev, bad):
     return "NO ERROR"
 
 
-_CALLS = """
-import sys
-sys.path.insert(0, {tests!r})
-import replayssm_ext  # noqa: F401
-import test_gdn_cuda as t
-for case in t._BAD_CASES:
-    print(case + "|" + t._first_error_line({device!r}, case), flush=True)
-"""
-
-
 @pytest.fixture(scope="module")
 def gdn_bad_input_messages():
-    """{device: {case: first error line}} from one subprocess per device: on the GPU machine's torch
-    2.11 an error message built by streaming integers into an ostringstream once crashed the
-    process (checks.h now formats them with std::to_string); in a subprocess a crash fails the
-    affected cases instead of the whole session."""
-    import os
-    import subprocess
-    import sys
-
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
-    result = {}
-    for device in ("cpu", "cuda"):
-        r = subprocess.run([sys.executable, "-c", _CALLS.format(tests=tests_dir, device=device)],
-                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(tests_dir))
-        got = dict(line.split("|", 1) for line in r.stdout.splitlines() if "|" in line)
-        for case in _BAD_CASES:
-            got.setdefault(case, f"NO RESULT (subprocess exit code {r.returncode}, stderr tail {r.stderr[-200:]!r})")
-        result[device] = got
-    return result
+    return error_lines_per_device("test_gdn_cuda", _BAD_CASES)
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_decode"))

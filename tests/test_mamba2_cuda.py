@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from conftest import cuda_skip_reason
-from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, run_checked, run_state_update, same_bytes,
-                     steps_for_cycles)
+from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, error_lines_per_device, run_checked, run_state_update,
+                     same_bytes, steps_for_cycles)
 
 OPS = ("mamba2_decode", "mamba2_flush", "mamba2_state_update", "commit", "reset")
 _SKIP = cuda_skip_reason(OPS)
@@ -284,39 +284,21 @@ _BAD_CASES = {
     "x_not_contiguous": ("dict()", "a[0] = a[0].transpose(1, 2).contiguous().transpose(1, 2)", "output_only"),
 }
 
-_CALLS = """
-import sys, torch
-sys.path.insert(0, {tests!r})
-import test_mamba2_cuda as t
-for case, (kw, edit, route) in t._BAD_CASES.items():
-    a = t._decode_args({device!r}, **eval(kw))
+def _first_error_line(device, case):
+    """What mamba2_decode raises on the broken arguments of `case`: 'RAISED:<first line>' or 'NOT RAISED'."""
+    kw, edit, route = _BAD_CASES[case]
+    a = _decode_args(device, **eval(kw))
     exec(edit)
     try:
         torch.ops.replayssm.mamba2_decode(*a, route)
-        print(case + "|NOT RAISED", flush=True)
     except RuntimeError as e:
-        print(case + "|RAISED:" + str(e).splitlines()[0], flush=True)
-"""
+        return "RAISED:" + str(e).splitlines()[0]
+    return "NOT RAISED"
 
 
 @pytest.fixture(scope="module")
 def bad_input_messages():
-    """{device: {case: first line of the error, or a note}} from one subprocess per device: a crash
-    there (seen on torch 2.11 for some messages) fails the affected cases instead of the session."""
-    import os
-    import subprocess
-    import sys
-
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
-    result = {}
-    for device in ("cpu", "cuda"):
-        r = subprocess.run([sys.executable, "-c", _CALLS.format(tests=tests_dir, device=device)],
-                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(tests_dir))
-        got = dict(line.split("|", 1) for line in r.stdout.splitlines() if "|" in line)
-        for case in _BAD_CASES:
-            got.setdefault(case, f"NO RESULT (subprocess exit code {r.returncode}, stderr tail {r.stderr[-200:]!r})")
-        result[device] = got
-    return result
+    return error_lines_per_device("test_mamba2_cuda", list(_BAD_CASES))
 
 
 @pytest.mark.parametrize("case", list(_BAD_CASES))
