@@ -18,8 +18,14 @@ Each timed sequence is captured in a CUDA graph and replayed; CUDA events, warm-
 many replays. Cache sets (disjoint slot ranges) are rotated so the data touched between two
 visits of the same set is several times the L2 cache.
 
-Sections are functions in ``SECTIONS``; a new section (e.g. speculative verify) is one more
-function registered there.
+Section ``spec`` (Mamba-2 and GDN speculative verify): ``*_spec_verify`` (T tokens per row,
+packed) over whole cycles with accepted lengths drawn from a fixed seeded distribution and
+committed by the real ``commit`` op, against the classic step with one state snapshot per draft
+(``*_state_update`` with ``cu_seqlens`` / ``snapshot_slots``, vLLM's slot rotation), same inputs
+and accepted lengths; gated against the CPU reference first. Section ``plan``: the planner's
+concurrency table (``cache.plan_concurrency``), no device work.
+
+Sections are functions in ``SECTIONS``; a new section is one more function registered there.
 """
 
 from __future__ import annotations
@@ -214,6 +220,57 @@ def gdn_decode_bytes(g: GDNGeometry, hist: np.ndarray, flush: np.ndarray, sb: in
     return total + gdn_param_bytes(g)
 
 
+def cu_seqlens_bytes(batch: int) -> int:
+    """cu_seqlens (batch + 1,) int32, read once per call."""
+    return (batch + 1) * 4
+
+
+def mamba2_spec_verify_bytes(g: Mamba2Geometry, hist: np.ndarray, flush: np.ndarray, n: int, sb: int, a: int,
+                             with_z: bool) -> int:
+    """ReplaySSM spec verify step, per live row with cursor (hist, flush) and n window tokens:
+    checkpoint read once (+ write on a flush row), the `hist` history entries read, the n window
+    entries written, n tokens of io, slot id, cursors; per call cu_seqlens and the parameters."""
+    hist = np.asarray(hist, dtype=np.int64)
+    flush = np.asarray(flush, dtype=np.int64)
+    rows = hist.size
+    e = mamba2_ring_entry_bytes(g, a)
+    total = (mamba2_state_bytes(g, sb) * int((1 + flush).sum())
+             + e * int(hist.sum()) + e * n * rows
+             + (n * mamba2_token_io_bytes(g, a, with_z) + SLOT_ID_BYTES + CURSOR_BYTES) * rows)
+    return total + cu_seqlens_bytes(rows) + mamba2_param_bytes(g)
+
+
+def mamba2_spec_snapshot_bytes(g: Mamba2Geometry, batch: int, n: int, T: int, sb: int, a: int, with_z: bool) -> int:
+    """Classic spec step with per-draft snapshots (mamba2_state_update with cu_seqlens and
+    snapshot_slots), per row: one state read, n states written (one per token), n tokens of io,
+    the read slot id and the T snapshot slot ids; per call cu_seqlens and the parameters."""
+    per_row = ((1 + n) * mamba2_state_bytes(g, sb) + n * mamba2_token_io_bytes(g, a, with_z)
+               + SLOT_ID_BYTES + T * SLOT_ID_BYTES)
+    return batch * per_row + cu_seqlens_bytes(batch) + mamba2_param_bytes(g)
+
+
+def gdn_spec_verify_bytes(g: GDNGeometry, hist: np.ndarray, flush: np.ndarray, n: int, sb: int, a: int) -> int:
+    """ReplaySSM GDN spec verify step, per live row: checkpoint read once (+ write on flush),
+    `hist` entries read, n window entries written, n tokens of io, slot id, cursors; per call
+    cu_seqlens and the parameters."""
+    hist = np.asarray(hist, dtype=np.int64)
+    flush = np.asarray(flush, dtype=np.int64)
+    rows = hist.size
+    e = gdn_ring_entry_bytes(g, a)
+    total = (gdn_state_bytes(g, sb) * int((1 + flush).sum())
+             + e * int(hist.sum()) + e * n * rows
+             + (n * gdn_token_io_bytes(g, a) + SLOT_ID_BYTES + CURSOR_BYTES) * rows)
+    return total + cu_seqlens_bytes(rows) + gdn_param_bytes(g)
+
+
+def gdn_spec_snapshot_bytes(g: GDNGeometry, batch: int, n: int, T: int, sb: int, a: int) -> int:
+    """Classic GDN spec step with per-draft snapshots, per row: one state read, n states written,
+    n tokens of io, the read slot id and the T snapshot slot ids; per call cu_seqlens, parameters."""
+    per_row = ((1 + n) * gdn_state_bytes(g, sb) + n * gdn_token_io_bytes(g, a)
+               + SLOT_ID_BYTES + T * SLOT_ID_BYTES)
+    return batch * per_row + cu_seqlens_bytes(batch) + gdn_param_bytes(g)
+
+
 def commit_bytes(batch: int) -> int:
     """commit: per row the slot id and accepted count read, the cursor read and written."""
     return batch * (SLOT_ID_BYTES + ACCEPTED_BYTES + 2 * CURSOR_BYTES)
@@ -296,6 +353,14 @@ class Family:
     def state_update(self, inp, params, state, slots, out) -> None: ...
     def decode_bytes(self, hist, flush) -> int: ...
     def base_bytes(self, batch: int) -> int: ...
+    # Speculative verify (section spec): n = T tokens per row, packed, rows given by cu_seqlens.
+    spec_op: str
+    spec_kernel: str       # replay row name prefix
+    spec_base_kernel: str  # per-draft snapshot baseline row name
+    def spec_verify(self, inp, params, state, rings, cu_seqlens, slots, cur: Cursors, out, T: int) -> None: ...
+    def state_update_snapshots(self, inp, params, state, slots, out, cu_seqlens, snapshot_slots) -> None: ...
+    def spec_bytes(self, hist, flush, n: int) -> int: ...
+    def spec_base_bytes(self, batch: int, n: int, T: int) -> int: ...
 
 
 class Mamba2Family(Family):
@@ -360,6 +425,25 @@ class Mamba2Family(Family):
     def base_bytes(self, batch):
         return mamba2_state_update_bytes(self.geom, batch, self.sb, self.a, self.with_z)
 
+    spec_op = "mamba2_spec_verify"
+    spec_kernel = "m2_spec"
+    spec_base_kernel = "m2_spec_base"
+
+    def spec_verify(self, inp, params, state, rings, cu_seqlens, slots, cur, out, T):
+        OPS.mamba2_spec_verify(inp["x"], inp["dt"], params["A"], inp["B"], inp["C"], params["D"], inp["z"],
+                               params["dt_bias"], True, cu_seqlens, slots, cur.hist, cur.start, cur.flush, state,
+                               rings["ring_x"], rings["ring_B"], rings["ring_dt"], out, T)
+
+    def state_update_snapshots(self, inp, params, state, slots, out, cu_seqlens, snapshot_slots):
+        OPS.mamba2_state_update(inp["x"], inp["dt"], params["A"], inp["B"], inp["C"], params["D"], inp["z"],
+                                params["dt_bias"], True, slots, state, out, cu_seqlens, snapshot_slots)
+
+    def spec_bytes(self, hist, flush, n):
+        return mamba2_spec_verify_bytes(self.geom, hist, flush, n, self.sb, self.a, self.with_z)
+
+    def spec_base_bytes(self, batch, n, T):
+        return mamba2_spec_snapshot_bytes(self.geom, batch, n, T, self.sb, self.a, self.with_z)
+
 
 class GDNFamily(Family):
     section = "gdn"
@@ -418,6 +502,25 @@ class GDNFamily(Family):
 
     def base_bytes(self, batch):
         return gdn_state_update_bytes(self.geom, batch, self.sb, self.a)
+
+    spec_op = "gdn_spec_verify"
+    spec_kernel = "gdn_spec"
+    spec_base_kernel = "gdn_spec_base"
+
+    def spec_verify(self, inp, params, state, rings, cu_seqlens, slots, cur, out, T):
+        OPS.gdn_spec_verify(inp["q"], inp["k"], inp["v"], inp["a"], inp["b"], params["A_log"], params["dt_bias"],
+                            params["scale"], True, cu_seqlens, slots, cur.hist, cur.start, cur.flush, state,
+                            rings["ring_u"], rings["ring_k"], rings["ring_g"], out, T)
+
+    def state_update_snapshots(self, inp, params, state, slots, out, cu_seqlens, snapshot_slots):
+        OPS.gdn_state_update(inp["q"], inp["k"], inp["v"], inp["a"], inp["b"], params["A_log"], params["dt_bias"],
+                             params["scale"], True, slots, state, out, cu_seqlens, snapshot_slots)
+
+    def spec_bytes(self, hist, flush, n):
+        return gdn_spec_verify_bytes(self.geom, hist, flush, n, self.sb, self.a)
+
+    def spec_base_bytes(self, batch, n, T):
+        return gdn_spec_snapshot_bytes(self.geom, batch, n, T, self.sb, self.a)
 
 
 def tensors_to(d: dict, device) -> dict:
@@ -549,6 +652,7 @@ class Context:
     skipped: List[str] = dataclasses.field(default_factory=list)
     errors: List[str] = dataclasses.field(default_factory=list)
     commit_timed: set = dataclasses.field(default_factory=set)
+    plan: List[dict] = dataclasses.field(default_factory=list)
     generators: Dict[str, torch.Generator] = dataclasses.field(default_factory=dict)
 
     def generator_for(self, device: torch.device) -> torch.Generator:
@@ -604,10 +708,15 @@ class Context:
                 and not a.with_z and not a.stagger and not a.commit_in_cycle)
 
     def add_row(self, *, section, kernel, geometry, batch, B, timing: Timing, nbytes: Optional[float],
-                n_sets, base_us: Optional[float] = None, note: str = "") -> dict:
+                n_sets, base_us: Optional[float] = None, note: str = "", extra: Optional[dict] = None,
+                anchor_us: Optional[Callable[[], Optional[float]]] = None) -> dict:
+        """extra: more fields for the row (the spec section's T, accept, steps, tokens per step);
+        anchor_us: where the seed's time comes from when not from SEED_ANCHOR_US (spec rows)."""
         us = timing.median_s * 1e6
         gbps = nbytes / timing.median_s / 1e9 if nbytes else None
-        anchor = seed_anchor_us(kernel, geometry, batch, B) if self.anchors_apply() else None
+        anchor = None
+        if self.anchors_apply():
+            anchor = anchor_us() if anchor_us is not None else seed_anchor_us(kernel, geometry, batch, B)
         row = dict(section=section, kernel=kernel, geometry=geometry, batch=batch, B=B, us=us,
                    us_min=timing.min_s * 1e6, us_max=timing.max_s * 1e6, reps=timing.reps, timing=timing.method,
                    bytes=nbytes, gbps=gbps,
@@ -615,8 +724,11 @@ class Context:
                    base_us=base_us, speedup_vs_base=(base_us / us if base_us else None),
                    seed_us=anchor, speedup_vs_seed=(anchor / us if anchor else None),
                    n_sets=n_sets, note=note)
+        if extra:
+            row.update(extra)
         self.rows.append(row)
-        self.log(f"{kernel:<22} {geometry:<22} batch={batch:<4} B={str(B):<4} {us:10.2f} us"
+        spec_tag = f" T={row['T']} {row['accept']}" if "accept" in row else ""
+        self.log(f"{kernel:<22} {geometry:<22} batch={batch:<4} B={str(B):<4}{spec_tag} {us:10.2f} us"
                  + (f"  {gbps:8.1f} GB/s" if gbps else "")
                  + (f"  x{row['speedup_vs_base']:.2f} vs base" if row["speedup_vs_base"] else "")
                  + (f"  x{row['speedup_vs_seed']:.2f} vs seed" if row["speedup_vs_seed"] else ""))
@@ -1015,10 +1127,561 @@ def section_gdn(ctx: Context) -> None:
     run_decode_section(ctx, lambda g, d: GDNFamily(g, st, act, d, ctx.generator_for(d)), geoms)
 
 
+# ---------------------------------------------------------------------------------------------
+# Speculative decoding (section spec): verify steps of T tokens per row, accepted lengths drawn
+# from a fixed distribution, ReplaySSM spec verify against the classic step with per-draft
+# state snapshots
+# ---------------------------------------------------------------------------------------------
+
+ACCEPT_MODES = ("all", "mean2.5")
+
+# Mode "mean2.5": each draft is accepted with probability MEAN25_DRAFT_ACCEPT given that the
+# drafts before it were (acceptance stops at the first rejection), so the accepted length a
+# (the verified token + the accepted drafts, 1..T) is a truncated geometric:
+# P(a = k) = alpha^(k-1) (1 - alpha) for k < T, P(a = T) = alpha^(T-1). alpha solves
+# 1 + alpha + alpha^2 + alpha^3 = 2.5, i.e. a mean of 2.5 accepted of 4 at T = 4; the same alpha
+# (the same drafter) at other T gives means 1.69 (T = 2) and 3.07 (T = 8). At T = 1 every mode is
+# "all" (a = 1), so only "all" runs there.
+MEAN25_DRAFT_ACCEPT = 0.6914139797817367
+
+
+def accept_distribution(mode: str, T: int) -> np.ndarray:
+    """Probabilities of accepted lengths 1..T under an accept mode (ACCEPT_MODES)."""
+    if mode == "all":
+        p = np.zeros(T)
+        p[-1] = 1.0
+        return p
+    if mode == "mean2.5":
+        alpha = MEAN25_DRAFT_ACCEPT
+        return np.array([alpha ** (k - 1) * (1 - alpha) for k in range(1, T)] + [alpha ** (T - 1)])
+    raise ValueError(f"accept mode must be one of {ACCEPT_MODES}, got {mode!r}")
+
+
+def draw_accepted(mode: str, T: int, steps: int, rows: int, seed: Sequence[int]) -> np.ndarray:
+    """(steps, rows) int32 accepted lengths, i.i.d. from accept_distribution, from a seeded generator."""
+    rng = np.random.default_rng(list(seed))
+    return rng.choice(np.arange(1, T + 1), size=(steps, rows), p=accept_distribution(mode, T)).astype(np.int32)
+
+
+def spec_seed(ctx: "Context", T: int, mode: str, batch: int, purpose: int) -> List[int]:
+    return [ctx.args.seed, purpose, T, ACCEPT_MODES.index(mode), batch]
+
+
+# Seed anchors for spec (same file as SEED_ANCHOR_US): B = 16 (the seed's spec_block), every draft
+# accepted, rows in phase, fp32 state, bf16 act. Key: (kernel, geometry) -> {(batch, T): us per
+# layer-step}. The seed's replay step includes its commit (cursor read/write, 22 B per row) and its
+# own scatter/precompute launch; ours times commit on its own line (once per model step).
+SEED_SPEC_ANCHOR_US: Dict[Tuple[str, str], Dict[Tuple[int, int], float]] = {
+    ("m2_spec_base", "nemotron3-nano-4b"): {(1, 1): 6.2, (1, 2): 8.3, (1, 4): 13.1, (1, 8): 23.2, (64, 1): 211.4, (64, 2): 291.0, (64, 4): 457.2, (64, 8): 810.0, (256, 1): 832.2, (256, 2): 1157.6, (256, 4): 1922.3, (256, 8): 3768.8, (512, 1): 1672.9, (512, 2): 2422.3, (512, 4): 4219.8, (512, 8): 7708.7},
+    ("m2_spec_cycle", "nemotron3-nano-4b"): {(1, 1): 13.4, (1, 2): 13.7, (1, 4): 14.5, (1, 8): 15.6, (64, 1): 97.1, (64, 2): 105.9, (64, 4): 129.1, (64, 8): 153.2, (256, 1): 352.7, (256, 2): 387.6, (256, 4): 484.7, (256, 8): 618.4, (512, 1): 699.5, (512, 2): 775.6, (512, 4): 977.3, (512, 8): 1269.5},
+    ("m2_spec_base", "nemotron3-super-120b"): {(1, 1): 5.1, (1, 2): 6.5, (1, 4): 9.1, (1, 8): 14.3, (64, 1): 143.5, (64, 2): 218.9, (64, 4): 376.6, (64, 8): 686.4, (256, 1): 567.9, (256, 2): 862.1, (256, 4): 1494.3, (256, 8): 2787.3, (512, 1): 1120.6, (512, 2): 1739.3, (512, 4): 3062.5, (512, 8): 5628.8},
+    ("m2_spec_cycle", "nemotron3-super-120b"): {(1, 1): 13.6, (1, 2): 13.8, (1, 4): 14.5, (1, 8): 15.7, (64, 1): 95.5, (64, 2): 103.3, (64, 4): 120.4, (64, 8): 149.2, (256, 1): 339.9, (256, 2): 373.3, (256, 4): 448.3, (256, 8): 598.1, (512, 1): 669.5, (512, 2): 738.9, (512, 4): 903.0, (512, 8): 1210.8},
+    ("gdn_spec_base", "qwen3.5-4b"): {(1, 2): 8.2, (1, 4): 13.4, (1, 8): 24.0, (64, 2): 130.3, (64, 4): 208.8, (64, 8): 372.9, (256, 2): 506.5, (256, 4): 805.4, (256, 8): 1439.7, (512, 2): 999.0, (512, 4): 1599.2, (512, 8): 2861.1},
+    ("gdn_spec_cycle", "qwen3.5-4b"): {(1, 2): 11.4, (1, 4): 12.1, (1, 8): 16.6, (64, 2): 59.9, (64, 4): 67.1, (64, 8): 91.4, (256, 2): 201.4, (256, 4): 229.5, (256, 8): 326.7, (512, 2): 386.6, (512, 4): 445.9, (512, 8): 685.1},
+    ("gdn_spec_base", "qwen3.5-122b"): {(1, 2): 9.4, (1, 4): 15.3, (1, 8): 27.3, (64, 2): 255.7, (64, 4): 408.6, (64, 8): 726.2, (256, 2): 1007.8, (256, 4): 1603.2, (256, 8): 2855.7, (512, 2): 2015.4, (512, 4): 3193.1, (512, 8): 5716.1},
+    ("gdn_spec_cycle", "qwen3.5-122b"): {(1, 2): 11.7, (1, 4): 12.5, (1, 8): 17.2, (64, 2): 104.2, (64, 4): 118.1, (64, 8): 167.7, (256, 2): 375.2, (256, 4): 434.5, (256, 8): 669.4, (512, 2): 749.9, (512, 4): 886.3, (512, 8): 1353.8},
+}
+SEED_SPEC_HIST_CAPACITY = 16
+
+
+def seed_spec_anchor_us(kernel: str, geometry: str, batch: int, B: int, T: int, mode: str) -> Optional[float]:
+    if mode != "all" or B != SEED_SPEC_HIST_CAPACITY:
+        return None
+    return SEED_SPEC_ANCHOR_US.get((kernel, geometry), {}).get((batch, T))
+
+
+# The per-draft snapshot baseline's slot layout (vLLM's speculative state handling): the sequence
+# whose ReplaySSM slot is s owns the T snapshot slots s*T .. s*T+T-1. After prefill its state is in
+# s*T (as if 1 token was accepted). A verify step of n tokens reads slot s*T + a_prev - 1 (the state
+# after the last accepted token of the previous step, a_prev accepted; 1 before the first step) and
+# writes the state after its token i to s*T + i, i = 0..n-1 (snapshot_slots[r] = s*T + [0..T-1]).
+# The read slot is one of the written ones: the op reads it before it writes (the contract allows a
+# row to write the slot it reads). The next step then reads s*T + a - 1 for the a it accepted.
+
+
+def snapshot_read_slots(seq_slots: torch.Tensor, prev_accepted: torch.Tensor, T: int) -> torch.Tensor:
+    """Slot each row's classic spec step reads: seq_slots*T + prev_accepted - 1 (-1 stays padding)."""
+    s = seq_slots.long()
+    return torch.where(s >= 0, s * T + prev_accepted.long() - 1, torch.full_like(s, -1)).to(torch.int32)
+
+
+def snapshot_write_slots(seq_slots: torch.Tensor, T: int) -> torch.Tensor:
+    """(rows, T) snapshot slots: seq_slots*T + [0..T-1]; a padding row's are all -1."""
+    s = seq_slots.long()[:, None]
+    ids = s * T + torch.arange(T, device=seq_slots.device)[None, :]
+    return torch.where(s >= 0, ids, torch.full_like(ids, -1)).to(torch.int32)
+
+
+def packed_cu_seqlens(rows: int, T: int, device) -> torch.Tensor:
+    """Every row verifies T tokens (1 + T-1 drafts): cu_seqlens = [0, T, 2T, ...]."""
+    return (torch.arange(rows + 1, dtype=torch.int32) * T).to(device)
+
+
+@dataclasses.dataclass
+class SpecSchedule:
+    """One timed window of spec steps (see spec_schedule)."""
+    snaps: List[Cursors]          # cursors step j reads (all slots, on the device)
+    hist: List[np.ndarray]        # host copies per step, per slot
+    flush: List[np.ndarray]
+    accepted: np.ndarray          # (steps, batch): what step j accepts, per row position
+    prev_accepted: np.ndarray     # (steps, batch): what the step before step j accepted
+    warmup_steps: int
+
+    @property
+    def steps(self) -> int:
+        return len(self.snaps)
+
+
+def spec_schedule(sets_slots: List[torch.Tensor], n_slots: int, batch: int, B: int, T: int, R: int, mode: str,
+                  seed: Sequence[int], device) -> SpecSchedule:
+    """The cursors of whole spec cycles, produced by the real commit op.
+
+    Accepted lengths acc[j, r] (draw_accepted) are drawn per step and row position r; the slot at
+    position r of every cache set uses the same sequence, so all sets go through the same phases
+    and one step count serves them all. Every slot is reset, then committed step by step:
+    warm-up: until every row has flushed once (a fresh slot's first flush; the ring has then
+    wrapped into its steady state); window: the following steps until every row has flushed at
+    least once more. The window is what is timed; its cursors are snapshotted before every step
+    (one commit apart) and checked against cursor_rules (the Python mirror of cursor.h)."""
+    max_steps = 4 * (B + 2)
+    acc = draw_accepted(mode, T, max_steps, batch, seed)
+    all_host = torch.cat([s.cpu() for s in sets_slots]).long()
+    if all_host.numel() != n_slots or torch.unique(all_host).numel() != n_slots:
+        raise RuntimeError(f"spec_schedule: the cache sets must partition the {n_slots} slots")
+    pos = torch.empty(n_slots, dtype=torch.int64)
+    pos[all_host] = torch.arange(n_slots) % batch  # sets are consecutive chunks of `batch` slots
+    all_slots = torch.arange(n_slots, dtype=torch.int32, device=device)
+    pos_np = pos.numpy()
+    probe = sets_slots[0].cpu().numpy()  # the slot at each row position in set 0
+    cur = Cursors.empty(n_slots, device)
+    reset(all_slots, cur, B, T)
+
+    def commit_step(j):
+        commit(all_slots, torch.as_tensor(acc[j][pos_np], device=device), cur, B, T, R)
+
+    j = 0
+    flushed = np.zeros(batch, dtype=bool)
+    while not flushed.all():
+        if j >= max_steps:
+            raise RuntimeError(f"spec_schedule: no flush on every row within {max_steps} steps (B={B}, T={T})")
+        flushed |= cur.flush.cpu().numpy()[probe].astype(bool)
+        commit_step(j)
+        j += 1
+    warmup = j
+    flushed[:] = False
+    snaps, hists, flushes = [], [], []
+    while not flushed.all():
+        if j >= max_steps:
+            raise RuntimeError(f"spec_schedule: no flush on every row within {max_steps} steps (B={B}, T={T})")
+        snaps.append(cur.clone())
+        hists.append(cur.hist.cpu().numpy().copy())
+        flushes.append(cur.flush.cpu().numpy().copy())
+        flushed |= flushes[-1][probe].astype(bool)
+        commit_step(j)
+        j += 1
+    K = j - warmup
+
+    # Every set at the same phase as set 0, and the commit op agrees with the mirror.
+    for s_ids in sets_slots[1:]:
+        ids = s_ids.cpu().numpy()
+        for i in range(K):
+            same = np.array_equal(hists[i][ids], hists[i][probe]) and np.array_equal(flushes[i][ids], flushes[i][probe])
+            if not same:
+                raise RuntimeError(f"spec_schedule: cache sets diverged at window step {i}")
+    for r in range(min(batch, 4)):
+        c = cursor_rules.reset_cursor(B, T)
+        for i in range(warmup + K):
+            if i >= warmup:
+                h, f = hists[i - warmup][probe[r]], flushes[i - warmup][probe[r]]
+                if (h, f) != (c.hist, c.flush):
+                    raise RuntimeError(f"commit op and cursor_rules disagree: row {r} window step {i - warmup}: "
+                                       f"op (hist={h}, flush={f}), cursor_rules (hist={c.hist}, flush={c.flush})")
+            c = cursor_rules.commit_cursor(c, int(acc[i][r]), B, T, R)
+    return SpecSchedule(snaps=snaps, hist=hists, flush=flushes, accepted=acc[warmup:warmup + K].copy(),
+                        prev_accepted=acc[warmup - 1:warmup + K - 1].copy(), warmup_steps=warmup)
+
+
+def _not_implemented(message: str) -> bool:
+    return "not implemented" in message.lower()
+
+
+def spec_check(ctx: Context, fam_factory: Callable[[torch.device], Family], B: int, T: int, mode: str,
+               kernels: List[str], ref_device: torch.device, label: str, delays: Sequence[int] = (0, 1, 2),
+               pad_rows: Sequence[int] = (1,)) -> Dict[str, Optional[bool]]:
+    """Drives the kernels under test and the reference through the same spec verify steps from the
+    same random checkpoint, accepted lengths drawn from the mode's distribution and committed as
+    serving does, until every live row has gone through a flush step and a step after it.
+
+    kernels: "replay" (*_spec_verify on ctx.device) and/or "base" (the classic step with
+    per-draft snapshots on ctx.device). The reference is the classic step with per-draft snapshots
+    (*_state_update with cu_seqlens and snapshot_slots, slot layout as snapshot_read_slots /
+    snapshot_write_slots) on ref_device. Live row r joins after delays[r] steps (mixed phases; by
+    default three rows at 0, 1, 2, with a padding row between them); pad_rows stay padding
+    (slot -1) throughout. Rings start NaN-filled, outputs are NaN-poisoned before
+    each call. Checked: every live token's output, the checkpoint a flush writes (against the
+    reference state the step reads), finite outputs, padding tokens untouched, an unused slot (and
+    its snapshot slots) untouched; the baseline's whole snapshot state at the end.
+    Returns {kernel row name: passed}, None for a kernel whose op says it is not implemented."""
+    dev = ctx.device
+    fam = fam_factory(dev)
+    ref_fam = fam_factory(ref_device)
+    R = B + T
+    delays, pad_rows = list(delays), list(pad_rows)
+    batch = len(delays)
+    n_rows = batch + len(pad_rows)
+    live_rows = [r for r in range(n_rows) if r not in pad_rows]
+    n_slots = batch + 1  # one sequence no row uses: its slots must stay untouched
+    perm = torch.randperm(n_slots, generator=torch.Generator().manual_seed(ctx.args.seed + 11))
+    row_slot = torch.full((n_rows,), cursor_rules.PAD_SLOT, dtype=torch.int32)
+    row_slot[live_rows] = perm[:batch].to(torch.int32)
+    row_delay = torch.zeros(n_rows, dtype=torch.int64)
+    row_delay[live_rows] = torch.as_tensor(delays, dtype=torch.int64)
+    max_steps = 4 * (B + 2) + max(delays)
+    acc = torch.as_tensor(draw_accepted(mode, T, max_steps, n_rows, spec_seed(ctx, T, mode, n_rows, 1)))
+
+    params = fam.make_params()
+    ref_params = tensors_to(params, ref_device)
+    state0 = fam.make_state(n_slots)
+    snap_state0 = state0.repeat_interleave(T, dim=0)  # sequence s's state starts in slot s*T (and its copies)
+    ref_state = snap_state0.to(ref_device).clone()
+    names = {"replay": f"{fam.spec_kernel}_cycle", "base": fam.spec_base_kernel}
+    under_test = {}
+    for kind in kernels:
+        under_test[kind] = dict(
+            name=names[kind], state=(state0 if kind == "replay" else snap_state0).clone(),
+            rings=fam.make_rings(n_slots, R, params, poison=True) if kind == "replay" else None,
+            out=fam.make_out(n_rows * T), worst=dict(out_abs=0.0, out_rel=0.0, state_abs=0.0, state_rel=0.0),
+            problems=[], raised=None)
+    untouched = int(perm[batch])
+    cur = Cursors.empty(n_slots, dev)
+    reset(torch.arange(n_slots, dtype=torch.int32, device=dev), cur, B, T)
+    cu_dev, cu_ref = packed_cu_seqlens(n_rows, T, dev), packed_cu_seqlens(n_rows, T, ref_device)
+    ref_out = ref_fam.make_out(n_rows * T)
+    prev_acc = torch.ones(n_rows, dtype=torch.int32)
+    flush_steps = torch.zeros(n_rows, dtype=torch.int64)
+    steps_after_flush = torch.zeros(n_rows, dtype=torch.int64)
+    step = 0
+    while True:
+        if step >= max_steps:
+            raise RuntimeError(f"spec gate: rows did not all flush within {max_steps} steps")
+        active = row_delay <= step
+        slots_host = torch.where(active, row_slot, torch.full_like(row_slot, cursor_rules.PAD_SLOT))
+        live = (slots_host >= 0).nonzero().flatten()
+        read_host = snapshot_read_slots(slots_host, prev_acc, T)
+        write_host = snapshot_write_slots(slots_host, T)
+        live_tokens = (live[:, None] * T + torch.arange(T)[None, :]).flatten()
+        pad_tokens = ((slots_host < 0).nonzero().flatten()[:, None] * T + torch.arange(T)[None, :]).flatten()
+        flush_host = cur.flush.cpu()
+        flushing = [r for r in live.tolist() if flush_host[int(slots_host[r])]]
+        inp = fam.make_inputs(n_rows * T)
+        ref_inp = tensors_to(inp, ref_device)
+        ref_before = ref_state[read_host[flushing].long()].clone() if flushing else None
+        ref_out.fill_(float("nan"))
+        ref_fam.state_update_snapshots(ref_inp, ref_params, ref_state, read_host.to(ref_device), ref_out, cu_ref,
+                                       write_host.to(ref_device))
+        slots_dev = slots_host.to(dev)
+        for kind, k in under_test.items():
+            if k["raised"] is not None:
+                continue
+            k["out"].fill_(float("nan"))
+            try:
+                if kind == "replay":
+                    fam.spec_verify(inp, params, k["state"], k["rings"], cu_dev, slots_dev, cur, k["out"], T)
+                else:
+                    fam.state_update_snapshots(inp, params, k["state"], read_host.to(dev), k["out"], cu_dev,
+                                               write_host.to(dev))
+                out = k["out"].to(ref_device)
+            except Exception as e:  # a kernel that rejects this case fails its gate (or is skipped), the run goes on
+                k["raised"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+                k["problems"].insert(0, f"step {step}: raised {k['raised']}")
+                ctx.check_device_alive()
+                continue
+            w = k["worst"]
+            got, ref = out[live_tokens], ref_out[live_tokens]
+            if not torch.isfinite(got).all():
+                k["problems"].append(f"step {step}: non-finite outputs on live rows")
+            a, r = rel_err(got, ref)
+            w["out_abs"], w["out_rel"] = max(w["out_abs"], a), max(w["out_rel"], r)
+            if pad_tokens.numel() and not torch.isnan(out[pad_tokens]).all():
+                k["problems"].append(f"step {step}: a padding row's output was written")
+            if kind == "replay" and flushing:
+                a, r = rel_err(k["state"][slots_host[flushing].long()], ref_before)
+                w["state_abs"], w["state_rel"] = max(w["state_abs"], a), max(w["state_rel"], r)
+        a_now = torch.where(active, acc[step], torch.ones_like(acc[step]))
+        commit(slots_dev, a_now.to(dev), cur, B, T, R)
+        is_flush = torch.zeros(n_rows, dtype=torch.bool)
+        is_flush[flushing] = True
+        steps_after_flush += ((flush_steps > 0) & active & (slots_host >= 0)).long()
+        flush_steps += is_flush.long()
+        prev_acc = torch.where(active, a_now, prev_acc)
+        step += 1
+        if bool((steps_after_flush[live_rows] > 0).all()):
+            break
+
+    results: Dict[str, Optional[bool]] = {}
+    for kind, k in under_test.items():
+        name = k["name"]
+        if k["raised"] is not None and _not_implemented(k["raised"]):
+            ctx.note_skip(f"{name} {fam.geom.name} T={T}: the op says it is not implemented on "
+                          f"{dev.type} ({k['raised']})")
+            results[name] = None
+            continue
+        if k["raised"] is None:
+            if kind == "replay":
+                if not torch.equal(k["state"][untouched], state0[untouched]):
+                    k["problems"].append("the state of a slot no row uses was written")
+            else:
+                span = slice(untouched * T, untouched * T + T)
+                if not torch.equal(k["state"][span], snap_state0[span]):
+                    k["problems"].append("the snapshot slots of a sequence no row uses were written")
+                a, r = rel_err(k["state"], ref_state)
+                k["worst"]["state_abs"], k["worst"]["state_rel"] = a, r
+        w = k["worst"]
+        ok = (not k["problems"] and math.isfinite(w["out_rel"]) and w["out_rel"] <= ctx.args.gate_out_tol
+              and math.isfinite(w["state_rel"]) and w["state_rel"] <= ctx.args.gate_state_tol)
+        results[name] = ok
+        rec = dict(check=label, kernel=name, geometry=fam.geom.name, batch=batch, B=B, T=T, accept=mode,
+                   steps=step, reference=f"{fam.base_op} with per-draft snapshots on {ref_device.type}", **w,
+                   problems=k["problems"][:5], passed=ok)
+        ctx.gates.append(rec)
+        ctx.log(f"gate {label:<6} {name:<14} {fam.geom.name:<22} batch={batch:<4} B={B:<3} T={T} {mode:<7} "
+                f"steps={step:<3} "
+                f"out max|err|={w['out_abs']:.3e} rel={w['out_rel']:.2e}  "
+                f"state max|err|={w['state_abs']:.3e} rel={w['state_rel']:.2e}  {'ok' if ok else 'FAILED'}"
+                + (f"  ({'; '.join(k['problems'][:3])})" if k["problems"] else ""))
+        if not ok:
+            ctx.note_error(f"gate {label} failed: {name} {fam.geom.name} batch={batch} B={B} T={T} {mode}: "
+                           "not timed")
+    return results
+
+
+def time_spec_commit(ctx: Context, batch: int, B: int, T: int, sets_slots: List[torch.Tensor], n_slots: int) -> None:
+    """commit at T tokens (once per model step, all layers), timed once per (batch, T)."""
+    key = ("spec", batch, T)
+    if key in ctx.commit_timed:
+        return
+    ctx.commit_timed.add(key)
+    dev = ctx.device
+    cur = Cursors.empty(n_slots, dev)
+    reset(torch.arange(n_slots, dtype=torch.int32, device=dev), cur, B, T)
+    accepted = torch.full((batch,), T, dtype=torch.int32, device=dev)
+    calls = [lambda s=s: commit(s, accepted, cur, B, T, B + T) for s in sets_slots]
+    ctx.guarded(f"commit batch={batch} T={T}", lambda: ctx.add_row(
+        section="spec", kernel="commit", geometry="-", batch=batch, B=B,
+        timing=per_call(ctx.timer.time(calls), len(calls)), nbytes=commit_bytes(batch), n_sets=len(calls),
+        note="once per model step, all layers", extra=dict(T=T, accept="-")))
+
+
+def time_spec_config(ctx: Context, factory: Callable[[torch.device], Family], geom, batch: int, B: int, T: int,
+                     mode: str, replay_ok: bool, base_ok: bool) -> None:
+    """One (geometry, batch, T, accept mode): the classic step with per-draft snapshots and the
+    ReplaySSM spec verify over the same window of steps (same inputs, same accepted lengths), then
+    commit at this (batch, T) once."""
+    args = ctx.args
+    dev = ctx.device
+    fam = factory(dev)
+    if replay_ok and base_ok and batch > 1 and not args.no_batch_check:
+        # Full-batch check against the device's snapshot step (gated itself): half the rows join
+        # at step 0, the others at steps 1 and 2.
+        delays = [0 if r < batch // 2 else 1 + r % 2 for r in range(batch)]
+        passed: Dict[str, Optional[bool]] = {}
+        ctx.guarded(f"spec batch check {geom.name} batch={batch} T={T} {mode}", lambda: passed.update(spec_check(
+            ctx, factory, B, T, mode, ["replay"], ref_device=dev, label="batch", delays=delays, pad_rows=[])))
+        replay_ok = bool(passed.get(f"{fam.spec_kernel}_cycle"))
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    R = B + T
+    n_sets = n_cache_sets(ctx, batch * fam.state_row_bytes())
+    n_slots = n_sets * batch
+    params = fam.make_params()
+    perm = torch.randperm(n_slots, generator=torch.Generator().manual_seed(args.seed + batch)).to(torch.int32)
+    sets_slots = [perm[s * batch:(s + 1) * batch].to(dev) for s in range(n_sets)]
+    set_ids = [s.cpu().numpy() for s in sets_slots]
+    inputs = [fam.make_inputs(batch * T) for _ in range(n_sets)]
+    out = fam.make_out(batch * T)
+    cu = packed_cu_seqlens(batch, T, dev)
+    sched = spec_schedule(sets_slots, n_slots, batch, B, T, R, mode, spec_seed(ctx, T, mode, batch, 2), dev)
+    K = sched.steps
+    order = [(i, s) for i in range(K) for s in range(n_sets)]
+    tokens_per_step = float(sched.accepted.mean())
+    flush_frac = float(np.mean([sched.flush[i][set_ids[0]].mean() for i in range(K)]))
+    extra = dict(T=T, accept=mode, steps=K, warmup_steps=sched.warmup_steps, tokens_per_step=tokens_per_step,
+                 flush_rows_per_step=flush_frac)
+    note = f"{K} steps per cycle, {tokens_per_step:.2f} accepted tokens per row-step"
+
+    def finish(row):
+        row["us_per_token"] = row["us"] / tokens_per_step
+
+    base_row: Dict[str, dict] = {}
+    if base_ok:
+        snap_state = fam.make_state(n_slots * T)
+        write_slots = [snapshot_write_slots(s, T) for s in sets_slots]
+        read_slots = [[snapshot_read_slots(sets_slots[s], torch.as_tensor(sched.prev_accepted[i], device=dev), T)
+                       for s in range(n_sets)] for i in range(K)]
+        calls = [lambda i=i, s=s: fam.state_update_snapshots(inputs[s], params, snap_state, read_slots[i][s], out,
+                                                              cu, write_slots[s]) for i, s in order]
+        kernel = fam.spec_base_kernel
+        ctx.guarded(f"{kernel} {geom.name} batch={batch} T={T} {mode}", lambda: base_row.update(row=ctx.add_row(
+            section="spec", kernel=kernel, geometry=geom.name, batch=batch, B=B,
+            timing=per_call(ctx.timer.time(calls), len(order)), nbytes=fam.spec_base_bytes(batch, T, T),
+            n_sets=n_sets, note=note, extra=extra,
+            anchor_us=lambda: seed_spec_anchor_us(kernel, geom.name, batch, B, T, mode))))
+        if base_row:
+            finish(base_row["row"])
+        del snap_state, read_slots, calls
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    base_us = base_row["row"]["us"] if base_row else None
+
+    if replay_ok:
+        state = fam.make_state(n_slots)
+        rings = fam.make_rings(n_slots, R, params)
+        nbytes = sum(fam.spec_bytes(sched.hist[i][set_ids[s]], sched.flush[i][set_ids[s]], T)
+                     for i, s in order) / len(order)
+        calls = [lambda i=i, s=s: fam.spec_verify(inputs[s], params, state, rings, cu, sets_slots[s], sched.snaps[i],
+                                                  out, T) for i, s in order]
+        kernel = f"{fam.spec_kernel}_cycle"
+        row: Dict[str, dict] = {}
+        ctx.guarded(f"{kernel} {geom.name} batch={batch} T={T} {mode}", lambda: row.update(row=ctx.add_row(
+            section="spec", kernel=kernel, geometry=geom.name, batch=batch, B=B,
+            timing=per_call(ctx.timer.time(calls), len(order)), nbytes=nbytes, n_sets=n_sets, base_us=base_us,
+            note=note, extra=extra, anchor_us=lambda: seed_spec_anchor_us(kernel, geom.name, batch, B, T, mode))))
+        if row:
+            finish(row["row"])
+        time_spec_commit(ctx, batch, B, T, sets_slots, n_slots)
+
+
+def run_spec_family(ctx: Context, make_family: Callable[[object, torch.device], Family], geometries) -> None:
+    args = ctx.args
+    dev = ctx.device
+    probe = make_family(geometries[0], dev)
+    replay_ok = has_kernel(probe.spec_op, dev)
+    base_ok = has_kernel(probe.base_op, dev)
+    if not replay_ok:
+        ctx.note_skip(f"{probe.spec_op} has no {dev.type} kernel: spec replay not timed")
+    elif not has_kernel("commit", dev):
+        ctx.note_skip(f"commit has no {dev.type} kernel (it advances the cursors): spec replay not timed")
+        replay_ok = False
+    if not base_ok:
+        ctx.note_skip(f"{probe.base_op} has no {dev.type} kernel: spec baseline not timed")
+    if not (replay_ok or base_ok):
+        return
+    B = args.spec_hist_capacity
+    Ts = []
+    for T in args.spec_tokens:
+        if T > B:
+            ctx.note_skip(f"spec T={T}: more than B={B} tokens per step is outside the contract (B >= T)")
+        else:
+            Ts.append(T)
+
+    def t_key(T):  # most informative first: T = 4, then 8, 2, 1
+        order = [4, 8, 2, 1]
+        return (order.index(T) if T in order else len(order), T)
+
+    configs = [(T, mode) for T in sorted(Ts, key=t_key) for mode in args.accept if T > 1 or mode == "all"]
+    cpu = torch.device("cpu")
+    batch_order = [256, 1, 64, 512]
+    batches = sorted(args.batches, key=lambda b: (batch_order.index(b) if b in batch_order else len(batch_order), b))
+    for geom in geometries:
+        def factory(d, geom=geom):
+            return make_family(geom, d)
+
+        gated: Dict[Tuple[int, str], Tuple[bool, bool]] = {}
+        for T, mode in configs:
+            kinds = (["replay"] if replay_ok else []) + (["base"] if base_ok and dev.type != "cpu" else [])
+            passed: Dict[str, Optional[bool]] = {}
+            ctx.guarded(f"spec gate {geom.name} T={T} {mode}", lambda: passed.update(spec_check(
+                ctx, factory, B, T, mode, kinds, ref_device=cpu, label="spec")))
+            r_ok = replay_ok and bool(passed.get(f"{probe.spec_kernel}_cycle"))
+            # On the CPU the baseline is the reference itself (not gated against itself).
+            b_ok = base_ok and (dev.type == "cpu" or bool(passed.get(probe.spec_base_kernel)))
+            gated[(T, mode)] = (r_ok, b_ok)
+        for batch in batches:
+            for T, mode in configs:
+                r_ok, b_ok = gated[(T, mode)]
+                if not (r_ok or b_ok):
+                    continue
+                if ctx.budget.exhausted():
+                    ctx.note_skip(f"spec {geom.name} batch={batch} T={T} {mode}: budget {args.budget_s:.0f}s spent")
+                    continue
+                ctx.guarded(f"spec {geom.name} batch={batch} T={T} {mode}",
+                            lambda: time_spec_config(ctx, factory, geom, batch, B, T, mode, r_ok, b_ok))
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+
+
+def section_spec(ctx: Context) -> None:
+    st, act = DTYPES[ctx.args.state_dtype], DTYPES[ctx.args.act_dtype]
+    m2 = MAMBA2_TINY if ctx.args.tiny else [g for g in MAMBA2_GEOMETRIES if ctx.geometry_selected(g.name)]
+    gdn = GDN_TINY if ctx.args.tiny else [g for g in GDN_GEOMETRIES if ctx.geometry_selected(g.name)]
+    if m2:
+        run_spec_family(ctx, lambda g, d: Mamba2Family(g, st, act, d, ctx.generator_for(d),
+                                                       with_z=ctx.args.with_z), m2)
+    if gdn:
+        run_spec_family(ctx, lambda g, d: GDNFamily(g, st, act, d, ctx.generator_for(d)), gdn)
+
+
+# ---------------------------------------------------------------------------------------------
+# The planner's concurrency table (section plan; no device work)
+# ---------------------------------------------------------------------------------------------
+
+
+def plan_rows(memory_bytes: int, num_layers: int, B: int, Ts: Sequence[int], state_dtype: torch.dtype,
+              act_dtype: torch.dtype) -> List[dict]:
+    """cache.plan_concurrency for every planner geometry and T: bytes per sequence with ReplaySSM
+    (checkpoint + ring of R = B + T entries per layer, + 9 B of cursors) and with per-draft
+    snapshots (T states per layer), and the sequences each fits in memory_bytes."""
+    from . import cache
+    geoms = [("mamba2", "nemotron3-nano-4b", cache.NEMOTRON3_NANO_4B),
+             ("mamba2", "nemotron3-super-120b", cache.NEMOTRON3_SUPER),
+             ("gdn", "qwen3.5-4b", cache.QWEN35_4B),
+             ("gdn", "qwen3.5-122b", cache.QWEN35_122B)]
+    rows = []
+    for family, name, geometry in geoms:
+        for T in Ts:
+            plan = cache.plan_concurrency(memory_bytes, family, geometry, num_layers=num_layers, hist_capacity=B,
+                                          max_tokens=T, act_dtype=act_dtype, state_dtype=state_dtype)
+            d = plan.as_dict()
+            d["geometry_name"] = name
+            rows.append(d)
+    return rows
+
+
+def format_plan_table(rows: List[dict]) -> str:
+    head = (f"{'geometry':<21} {'family':<6} {'T':>2} {'B':>3} {'R':>3} {'ckpt MiB':>8} {'ring MiB':>8} "
+            f"{'replay MiB/seq':>14} {'snap MiB/seq':>12} {'replay seqs':>11} {'snap seqs':>9} {'ratio':>6}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        mib = 2.0 ** 20
+        lines.append(f"{r['geometry_name']:<21} {r['family']:<6} {r['max_tokens']:>2} {r['hist_capacity']:>3} "
+                     f"{r['ring_len']:>3} {r['checkpoint_bytes_per_layer'] / mib:>8.2f} "
+                     f"{r['ring_bytes_per_layer'] / mib:>8.2f} {r['replay_bytes_per_seq'] / mib:>14.2f} "
+                     f"{r['snapshot_bytes_per_seq'] / mib:>12.2f} {r['replay_max_seqs']:>11} "
+                     f"{r['snapshot_max_seqs']:>9} {r['ratio']:>5.2f}x")
+    return "\n".join(lines)
+
+
+def section_plan(ctx: Context) -> None:
+    a = ctx.args
+    memory = int(a.plan_memory_gib * 2**30)
+    ctx.plan = plan_rows(memory, a.plan_layers, a.plan_hist_capacity, a.plan_tokens, DTYPES[a.state_dtype],
+                         DTYPES[a.act_dtype])
+    print(f"\nConcurrency in fixed memory (replayssm_ext.cache.plan_concurrency): {a.plan_memory_gib:g} GiB of SSM "
+          f"cache for {a.plan_layers} SSM layer(s) (--plan-memory-gib, --plan-layers), B={a.plan_hist_capacity}, "
+          f"state {a.state_dtype}, ring {a.act_dtype}; per-draft snapshots keep T states per layer, ReplaySSM one "
+          f"checkpoint + a ring of R = B + T entries (+ 9 B of cursors per sequence); conv state excluded (both keep "
+          f"the same):")
+    print(format_plan_table(ctx.plan))
+
+
 # Sections run in this order; `--sections` picks a subset. A new section is one function here.
+# Sections that need no device (run alone, they skip the GPU check and the copy bandwidth).
+DEVICE_FREE_SECTIONS = {"plan"}
 SECTIONS: Dict[str, Callable[[Context], None]] = {
     "m2": section_m2,
     "gdn": section_gdn,
+    "spec": section_spec,
+    "plan": section_plan,
 }
 
 
@@ -1088,12 +1751,42 @@ def sort_rows(rows: List[dict]) -> List[dict]:
         for i, ph in enumerate(PHASE_ORDER):
             if r["kernel"].endswith("_" + ph):
                 variant, phase = r["kernel"][: -len(ph) - 1], i
-        return (sec, r["geometry"], r["batch"], r["B"] or 0, variant, phase)
+        accept = ACCEPT_MODES.index(r["accept"]) if r.get("accept") in ACCEPT_MODES else -1
+        return (sec, r["geometry"], r["batch"], r["B"] or 0, r.get("T") or 0, accept,
+                0 if r["kernel"].endswith("_base") else 1, variant, phase)
     return sorted(rows, key=key)
 
 
+def spec_rows(rows: List[dict]) -> List[dict]:
+    return [r for r in rows if r["section"] == "spec"]
+
+
+def decode_rows(rows: List[dict]) -> List[dict]:
+    return [r for r in rows if r["section"] != "spec"]
+
+
+def format_spec_table(rows: List[dict]) -> str:
+    cols = [("kernel", "kernel", "<16", None), ("geometry", "geometry", "<21", None), ("batch", "batch", ">5", None),
+            ("B", "B", ">3", None), ("T", "T", ">2", None), ("accept", "accept", "<7", None),
+            ("steps", "steps", ">5", None), ("tok/step", "tokens_per_step", ">8", ".2f"),
+            ("us/step", "us", ">10", ".2f"), ("us/tok", "us_per_token", ">9", ".2f"),
+            ("x base", "speedup_vs_base", ">7", ".2f"), ("seed us", "seed_us", ">8", ".1f"),
+            ("x seed", "speedup_vs_seed", ">7", ".2f"), ("GB/s", "gbps", ">8", ".0f"),
+            ("% copy", "copy_frac", ">7", ".1%")]
+    lines = ["  ".join(format(h, a) for h, _, a, _ in cols)]
+    lines.append("-" * len(lines[0]))
+    for r in rows:
+        cells = []
+        for _, key, align, spec in cols:
+            v = r.get(key)
+            s = _fmt(v, spec) if spec else ("-" if v is None else str(v))
+            cells.append(format(s, align))
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
 def short_rows(rows: List[dict]) -> List[dict]:
-    return [r for r in sort_rows(rows)
+    return [r for r in sort_rows(decode_rows(rows))
             if r["kernel"].startswith("d2d_copy") or r["kernel"].endswith("_base") or "_cycle" in r["kernel"]
             or (r["kernel"].endswith("flush") and r["batch"] == 256 and r["B"] == 16)]
 
@@ -1105,7 +1798,7 @@ def write_plot(ctx: Context, path: str) -> Optional[str]:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed: plot skipped"
-    cyc = [r for r in ctx.rows if "_cycle" in r["kernel"] and r["speedup_vs_base"]]
+    cyc = [r for r in ctx.rows if r["section"] != "spec" and "_cycle" in r["kernel"] and r["speedup_vs_base"]]
     geoms = sorted({r["geometry"] for r in cyc})
     if not geoms:
         return "no cycle rows with a baseline: plot skipped"
@@ -1145,6 +1838,48 @@ def write_plot(ctx: Context, path: str) -> Optional[str]:
     return None
 
 
+def write_spec_plot(ctx: Context, path: str) -> Optional[str]:
+    """Speedup of every spec replay row over the per-draft snapshot step vs batch: one panel per
+    geometry, one line per (T, accept mode); the seed's all-accepted speedup dashed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: spec plot skipped"
+    cyc = [r for r in spec_rows(ctx.rows) if r["kernel"].endswith("_spec_cycle") and r["speedup_vs_base"]]
+    geoms = sorted({r["geometry"] for r in cyc})
+    if not geoms:
+        return "no spec rows with a baseline: spec plot skipped"
+    ncols = min(2, len(geoms))
+    nrows = math.ceil(len(geoms) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6 * ncols, 4.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(geoms):]:
+        ax.set_visible(False)
+    for ax, geom in zip(axes.flat, geoms):
+        for kernel, T, mode in sorted({(r["kernel"], r["T"], r["accept"]) for r in cyc if r["geometry"] == geom}):
+            pts = sorted((r["batch"], r["speedup_vs_base"]) for r in cyc if r["geometry"] == geom
+                         and r["kernel"] == kernel and r["T"] == T and r["accept"] == mode)
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"T={T} {mode}")
+            seed = SEED_SPEC_ANCHOR_US.get((kernel, geom))
+            seed_base = SEED_SPEC_ANCHOR_US.get((kernel.replace("_cycle", "_base"), geom))
+            if ctx.anchors_apply() and mode == "all" and seed and seed_base:
+                sp = sorted((b, seed_base[(b, t)] / us) for (b, t), us in seed.items()
+                            if t == T and (b, t) in seed_base)
+                ax.plot([p[0] for p in sp], [p[1] for p in sp], linestyle="--", alpha=0.6, color=line.get_color(),
+                        label=f"seed T={T} all")
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch")
+        ax.set_ylabel("speedup vs per-draft snapshot step")
+        ax.set_title(f"{geom} (spec verify, B={ctx.args.spec_hist_capacity})")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
 def metadata(ctx: Context) -> dict:
     dev = ctx.device
     meta = dict(time_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1159,7 +1894,24 @@ def metadata(ctx: Context) -> dict:
                     ("mamba2_ring_entry", mamba2_ring_entry_bytes), ("mamba2_token_io", mamba2_token_io_bytes),
                     ("gdn_state_update", gdn_state_update_bytes), ("gdn_decode", gdn_decode_bytes),
                     ("gdn_ring_entry", gdn_ring_entry_bytes), ("gdn_token_io", gdn_token_io_bytes),
-                    ("commit", commit_bytes), ("copy", copy_bytes)]})
+                    ("commit", commit_bytes), ("copy", copy_bytes),
+                    ("mamba2_spec_verify", mamba2_spec_verify_bytes),
+                    ("mamba2_spec_snapshot_baseline", mamba2_spec_snapshot_bytes),
+                    ("gdn_spec_verify", gdn_spec_verify_bytes), ("gdn_spec_snapshot_baseline", gdn_spec_snapshot_bytes),
+                    ("cu_seqlens", cu_seqlens_bytes)]})
+    if "spec" in ctx.args.sections:
+        meta["spec"] = dict(
+            hist_capacity=ctx.args.spec_hist_capacity,
+            accept_distributions={m: {T: accept_distribution(m, T).tolist() for T in ctx.args.spec_tokens}
+                                  for m in ctx.args.accept},
+            mean25_draft_accept=MEAN25_DRAFT_ACCEPT,
+            snapshot_layout="sequence in ReplaySSM slot s owns snapshot slots s*T..s*T+T-1; a step reads "
+                            "s*T + a_prev - 1 and writes the state after token i to s*T + i (vLLM's scheme)",
+            anchors=dict(SEED_SPEC_ANCHOR_US=f"seed Triton, B={SEED_SPEC_HIST_CAPACITY}, all accepted, replay "
+                                             "includes its commit"))
+    if "plan" in ctx.args.sections:
+        meta["plan"] = dict(memory_gib=ctx.args.plan_memory_gib, layers=ctx.args.plan_layers,
+                            hist_capacity=ctx.args.plan_hist_capacity, tokens=ctx.args.plan_tokens)
     return meta
 
 
@@ -1185,8 +1937,9 @@ def _str_list(text: str) -> List[str]:
 def parse_args(argv: List[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m replayssm_ext.benchmark",
-        description="Classic decode step vs ReplaySSM decode (Mamba-2, GDN): CUDA-graph timing of whole flush "
-                    "cycles, analytic bytes, fraction of copy bandwidth. See bench/README.md.")
+        description="Classic decode step vs ReplaySSM decode, and per-draft-snapshot spec verify vs ReplaySSM spec "
+                    "verify (Mamba-2, GDN): CUDA-graph timing of whole flush cycles, analytic bytes, fraction of "
+                    "copy bandwidth; the planner's concurrency table. See bench/README.md.")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--tiny", action="store_true",
                    help="small geometries, batches 1,3, B=4, few reps (a smoke test; works with --device cpu)")
@@ -1233,6 +1986,20 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--gate-state-tol", type=float, default=None,
                    help="gate bound on the flushed checkpoint's relative error (default 1e-2 for a bf16/fp16 state or "
                         "act, 1e-3 otherwise)")
+    p.add_argument("--spec-tokens", type=_int_list, default=None,
+                   help="spec section: tokens per verify step T (1 + drafts), comma list (default 1,2,4,8; --tiny 1,2)")
+    p.add_argument("--accept", type=_str_list, default=list(ACCEPT_MODES),
+                   help="spec section: accepted-length modes, from all (T accepted every step) and mean2.5 (truncated "
+                        "geometric, mean 2.5 of 4 at T=4); default both (T=1 runs all only)")
+    p.add_argument("--spec-hist-capacity", type=int, default=None,
+                   help="spec section: history capacity B (default 16; --tiny 4)")
+    p.add_argument("--plan-memory-gib", type=float, default=40.0,
+                   help="plan section: SSM cache memory budget in GiB (default 40)")
+    p.add_argument("--plan-layers", type=int, default=1,
+                   help="plan section: SSM layers the budget holds (default 1: the table is per layer)")
+    p.add_argument("--plan-tokens", type=_int_list, default=[2, 4, 8],
+                   help="plan section: T values (default 2,4,8)")
+    p.add_argument("--plan-hist-capacity", type=int, default=16, help="plan section: B (default 16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory for bench.json and speedup.png (default: not written)")
     args = p.parse_args(argv)
@@ -1246,9 +2013,20 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     known = {g.name for g in MAMBA2_GEOMETRIES + GDN_GEOMETRIES}
     if args.geometries and not set(args.geometries) <= known:
         p.error(f"--geometries: unknown {sorted(set(args.geometries) - known)}, expected from {sorted(known)}")
+    bad_accept = [m for m in args.accept if m not in ACCEPT_MODES]
+    if bad_accept or not args.accept:
+        p.error(f"--accept: unknown {bad_accept}, expected a subset of {list(ACCEPT_MODES)}")
+    if args.plan_layers < 1 or args.plan_memory_gib <= 0:
+        p.error(f"--plan-layers must be >= 1 and --plan-memory-gib > 0, got {args.plan_layers} and "
+                f"{args.plan_memory_gib}")
+    bad_plan_T = [T for T in args.plan_tokens if T > args.plan_hist_capacity]
+    if bad_plan_T:
+        p.error(f"--plan-tokens: T must be <= --plan-hist-capacity ({args.plan_hist_capacity}), got {bad_plan_T}")
     if args.tiny:
         args.batches = args.batches or [1, 3]
         args.hist_capacities = args.hist_capacities or [4]
+        args.spec_tokens = args.spec_tokens or [1, 2]
+        args.spec_hist_capacity = args.spec_hist_capacity or 4
         defaults = dict(target_ms=5.0, min_reps=3, max_reps=5, copy_gb=0.03, sets=args.sets or 2)
     elif args.quick:
         args.batches = args.batches or [1, 256]
@@ -1261,6 +2039,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
+    args.spec_tokens = args.spec_tokens or [1, 2, 4, 8]
+    args.spec_hist_capacity = args.spec_hist_capacity or 16
+    if args.spec_hist_capacity < 1:
+        p.error(f"--spec-hist-capacity must be >= 1, got {args.spec_hist_capacity}")
     if args.min_reps < 1 or args.max_reps < args.min_reps:
         p.error(f"need 1 <= --min-reps <= --max-reps, got {args.min_reps} and {args.max_reps}")
     low_precision = args.act_dtype != "fp32" or args.state_dtype != "fp32"
@@ -1273,6 +2055,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    device_free = set(args.sections) <= DEVICE_FREE_SECTIONS
+    if device_free:  # only the planner's table: no device, no copy bandwidth
+        args.device = "cpu"
     if args.device == "cuda" and not torch.cuda.is_available():
         print("replayssm benchmark: --device cuda but torch sees no CUDA device (use --device cpu --tiny for the "
               "smoke test)", file=sys.stderr)
@@ -1288,11 +2073,11 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"state={args.state_dtype} act={args.act_dtype} z={'on' if args.with_z else 'off'} "
           f"{'stagger ' if args.stagger else ''}{'commit-in-cycle ' if args.commit_in_cycle else ''}"
           f"budget={args.budget_s:.0f}s")
-    if dev.type == "cpu":
+    if dev.type == "cpu" and not device_free:
         print("  (CPU: the ops are the Python reference; times are wall clock and say nothing about GPU speed)")
 
     try:
-        if not ctx.guarded("d2d copy", lambda: measure_copy_bw(ctx)):
+        if not device_free and not ctx.guarded("d2d copy", lambda: measure_copy_bw(ctx)):
             ctx.note_error("no copy bandwidth: the % copy column stays empty")
         for name in args.sections:
             ctx.log(f"section {name}")
@@ -1301,28 +2086,49 @@ def main(argv: Optional[List[str]] = None) -> int:
         ctx.note_error(f"run stopped: {e}")
 
     rows = sort_rows(ctx.rows)
+    ran_decode = any(r["section"] in ("m2", "gdn") for r in rows)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "bench.json"), "w") as f:
-            json.dump(dict(meta=metadata(ctx), rows=rows, gates=ctx.gates, skipped=ctx.skipped, errors=ctx.errors),
-                      f, indent=1, default=str)
+            json.dump(dict(meta=metadata(ctx), rows=rows, gates=ctx.gates, skipped=ctx.skipped, errors=ctx.errors,
+                           plan=ctx.plan), f, indent=1, default=str)
         with open(os.path.join(args.out, "table.txt"), "w") as f:
-            f.write(format_table(rows) + "\n")
-        note = write_plot(ctx, os.path.join(args.out, "speedup.png"))
-        print(f"\nwrote {args.out}/bench.json, table.txt" + (f"; {note}" if note else ", speedup.png"))
+            f.write(format_table(decode_rows(rows)) + "\n")
+            if spec_rows(rows):
+                f.write("\n" + format_spec_table(spec_rows(rows)) + "\n")
+            if ctx.plan:
+                f.write("\n" + format_plan_table(ctx.plan) + "\n")
+        notes = [write_plot(ctx, os.path.join(args.out, "speedup.png"))] if ran_decode else []
+        if spec_rows(rows):
+            notes.append(write_spec_plot(ctx, os.path.join(args.out, "spec_speedup.png")))
+        print(f"\nwrote {args.out}/bench.json, table.txt; plots: "
+              + ("; ".join(n for n in notes if n) or "written"))
     else:
         print("\n(no --out: JSON and plot not written)")
 
-    print("\nAll rows (us per layer-step; x base = classic step time / this time; x seed = the seed's anchor time / "
-          "this time; GB/s from the analytic bytes; % copy = of the d2d copy bandwidth measured above):")
-    print(format_table(rows))
+    if decode_rows(rows):
+        print("\nAll rows (us per layer-step; x base = classic step time / this time; x seed = the seed's anchor time "
+              "/ this time; GB/s from the analytic bytes; % copy = of the d2d copy bandwidth measured above):")
+        print(format_table(decode_rows(rows)))
+    if spec_rows(rows):
+        print("\nSpeculative verify (us per layer-step over whole cycles; tok/step = accepted tokens per row-step; "
+              "us/tok = us per step / tok/step; x base = the per-draft snapshot step's time / this time, same "
+              "accepted lengths and inputs):")
+        print(format_spec_table(spec_rows(rows)))
+    if ctx.plan and not device_free:  # a plan-only run printed it just above
+        print("\nPlanner concurrency table (budget and formulas: see the plan section above):")
+        print(format_plan_table(ctx.plan))
     gates_failed = [g for g in ctx.gates if not g["passed"]]
     print(f"\ngates: {len(ctx.gates) - len(gates_failed)}/{len(ctx.gates)} passed; skipped: {len(ctx.skipped)}; "
           f"errors: {len(ctx.errors)}; elapsed {ctx.budget.elapsed():.1f}s")
     for e in ctx.errors:
         print(f"  ERROR: {e}")
-    print("\nSummary (baselines, cycles, flush steps at batch 256 B=16):")
-    print(format_table(short_rows(rows)))
+    if ran_decode:
+        print("\nSummary (baselines, cycles, flush steps at batch 256 B=16):")
+        print(format_table(short_rows(rows)))
+    if spec_rows(rows):
+        print("\nSpec summary (batch 1 and 256):")
+        print(format_spec_table([r for r in spec_rows(rows) if r["batch"] in (1, 256)]))
     return 1 if ctx.errors else 0
 
 
