@@ -1,5 +1,6 @@
-"""The Gated DeltaNet CUDA kernels (gdn_decode, gdn_flush, gdn_state_update) against the fp64
-sequential recurrence, on the geometries the kernels serve (K = V in {64, 128, 256}).
+"""The Gated DeltaNet CUDA kernels (gdn_decode, gdn_spec_verify, gdn_flush, gdn_state_update in
+both forms) against the fp64 sequential recurrence, on the geometries the kernels serve
+(K = V in {64, 128, 256}).
 
 Every check of tests/helpers.py runs after every call (outputs to the flash-attention rule,
 checkpoint at flushes and folds, every ring byte, untouched padding outputs and idle slots, cursors
@@ -17,8 +18,8 @@ import torch
 
 import helpers
 from conftest import cuda_only
-from helpers import (PRECISIONS, GDN, GDNGeo, SimConfig, error_lines_per_device, run_checked, run_state_update,
-                     steps_for_cycles)
+from helpers import (PRECISIONS, GDN, GDNGeo, Sim, SimConfig, error_lines_per_device, run_checked, run_state_update,
+                     steps_for_cycles, to_device)
 
 DECODE_OPS = ("gdn_decode", "gdn_flush", "commit", "reset")
 SMALL = GDNGeo(H=2, HV=4, K=64, V=64)           # two v-heads per k-head
@@ -133,15 +134,19 @@ def test_state_update_geometries(device, geo, rows):
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_state_update"))
-def test_state_update_snapshot_form_is_reported(device):
-    g = SMALL
-    z = lambda *s, dt=torch.float32: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
-    q, k, v = z(2, g.H, g.K), z(2, g.H, g.K), z(2, g.HV, g.V)
-    with pytest.raises(RuntimeError, match="not implemented on CUDA yet"):
-        torch.ops.replayssm.gdn_state_update(
-            q, k, v, z(2, g.HV), z(2, g.HV), z(g.HV), None, 1.0, True, z(1, dt=torch.int32), z(4, g.HV, g.V, g.K),
-            z(2, g.HV, g.V), torch.tensor([0, 2], dtype=torch.int32, device=device),
-            torch.tensor([[1, 2]], dtype=torch.int32, device=device), None)
+@pytest.mark.parametrize("T", [1, 3, 8, 12])
+@pytest.mark.parametrize("state,act", PRECISIONS)
+def test_state_update_snapshots(device, T, state, act):
+    """The varlen snapshot form (the spec baseline): per-draft snapshots, random acceptance; T = 12
+    is past the spec-verify window (the snapshot form has no token limit of its own)."""
+    run_state_update(GDN(SMALL), device, state, act, rows=6, steps=12, T=T,
+                     seed=1020 + 10 * T + PRECISIONS.index((state, act)), null_slot=0)
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_state_update"))
+@pytest.mark.parametrize("geo,rows,T", [(QWEN4B, 3, 4), (QWEN122B, 9, 2), (WIDE, 4, 8)])
+def test_state_update_snapshot_geometries(device, geo, rows, T):
+    run_state_update(GDN(geo), device, "fp32", "bf16", rows=rows, steps=6, T=T, seed=1080 + rows)
 
 
 # --- validation: the CUDA op raises what the CPU op raises -------------------------------------
@@ -157,10 +162,66 @@ def _decode_args(device, g=SMALL, R=9, batch=3, slots=5, act=torch.bfloat16):
                 null_slot=None)
 
 
-_BAD_CASES = ("ring_u_shape", "ring_k_dtype", "state_inner", "out_shape", "cursor_dtype")
+def _spec_args(device, g=SMALL, R=9, batch=3, slots=5, T=2, act=torch.bfloat16):
+    """A valid gdn_spec_verify call of `batch` padding rows of T tokens each, in schema order."""
+    d = _decode_args(device, g, R, batch, slots, act)
+    L = batch * T
+    z = lambda *s, dt=act: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
+    cu = torch.arange(0, L + 1, T, dtype=torch.int32, device=device)
+    return dict(q=z(L, g.H, g.K), k=z(L, g.H, g.K), v=z(L, g.HV, g.V), a=z(L, g.HV), b=z(L, g.HV),
+                A_log=d["A_log"], dt_bias=None, scale=1.0, qk_l2norm=True, cu_seqlens=cu, slots=d["slots"],
+                hist=d["hist"], start=d["start"], flush=d["flush"], state=d["state"], ring_u=d["ring_u"],
+                ring_k=d["ring_k"], ring_g=d["ring_g"], out=z(L, g.HV, g.V), max_tokens=T, null_slot=None)
+
+
+def _snapshot_args(device, g=SMALL, batch=3, slots=8, T=2, act=torch.bfloat16):
+    """A valid gdn_state_update call in the snapshot form (padding rows), in schema order."""
+    a = _spec_args(device, g=g, batch=batch, slots=slots, T=T, act=act)
+    snap = torch.full((batch, T), -1, dtype=torch.int32, device=device)
+    return dict(q=a["q"], k=a["k"], v=a["v"], a=a["a"], b=a["b"], A_log=a["A_log"], dt_bias=None, scale=1.0,
+                qk_l2norm=True, slots=a["slots"], state=a["state"], out=a["out"], cu_seqlens=a["cu_seqlens"],
+                snapshot_slots=snap, null_slot=None)
+
+
+# Case name -> (op, breakage). Every case breaks exactly one argument of a valid call.
+_BAD_CASES = ("ring_u_shape", "ring_k_dtype", "state_inner", "out_shape", "cursor_dtype",
+              "spec_k_tokens", "spec_cu_dtype", "spec_cu_shape", "spec_out_shape", "spec_ring_g_dtype",
+              "spec_max_tokens", "spec_cu_noncontig",
+              "snap_without_snapshots", "snap_snapshot_shape", "snap_snapshot_dtype", "snap_out_tokens")
+_DECODE_BAD = [c for c in _BAD_CASES if not c.startswith(("spec_", "snap_"))]
+_SPEC_BAD = [c for c in _BAD_CASES if c.startswith(("spec_", "snap_"))]
 
 
 def _broken_args(dev, bad):
+    """(op, arguments) of the broken call `bad`."""
+    if bad.startswith("spec_"):
+        a = _spec_args(dev)
+        if bad == "spec_k_tokens":
+            a["k"] = a["k"][:-1]
+        elif bad == "spec_cu_dtype":
+            a["cu_seqlens"] = a["cu_seqlens"].long()
+        elif bad == "spec_cu_shape":
+            a["cu_seqlens"] = a["cu_seqlens"][:-1]
+        elif bad == "spec_out_shape":
+            a["out"] = a["out"][:-1]
+        elif bad == "spec_ring_g_dtype":
+            a["ring_g"] = a["ring_g"].half()
+        elif bad == "spec_max_tokens":
+            a["max_tokens"] = 0
+        elif bad == "spec_cu_noncontig":
+            a["cu_seqlens"] = torch.stack([a["cu_seqlens"], a["cu_seqlens"]], 1)[:, 0]
+        return "gdn_spec_verify", a
+    if bad.startswith("snap_"):
+        a = _snapshot_args(dev)
+        if bad == "snap_without_snapshots":
+            a["snapshot_slots"] = None
+        elif bad == "snap_snapshot_shape":
+            a["snapshot_slots"] = torch.cat([a["snapshot_slots"], a["snapshot_slots"][:1]])
+        elif bad == "snap_snapshot_dtype":
+            a["snapshot_slots"] = a["snapshot_slots"].long()
+        elif bad == "snap_out_tokens":
+            a["out"] = a["out"][:-1]
+        return "gdn_state_update", a
     a = _decode_args(dev)
     if bad == "ring_u_shape":
         a["ring_u"] = a["ring_u"][:, :, :, :32]
@@ -172,13 +233,14 @@ def _broken_args(dev, bad):
         a["out"] = a["out"][:2]
     elif bad == "cursor_dtype":
         a["hist"] = a["hist"].long()
-    return a
+    return "gdn_decode", a
 
 
 def _first_error_line(dev, bad):
-    """What gdn_decode raises on the broken arguments: 'RAISED:<first line>' or 'NO ERROR'."""
+    """What the op raises on the broken arguments: 'RAISED:<first line>' or 'NO ERROR'."""
+    op, args = _broken_args(dev, bad)
     try:
-        torch.ops.replayssm.gdn_decode(**_broken_args(dev, bad))
+        getattr(torch.ops.replayssm, op)(**args)
     except RuntimeError as e:
         return "RAISED:" + str(e).splitlines()[0]
     return "NO ERROR"
@@ -190,12 +252,44 @@ def gdn_bad_input_messages():
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_decode"))
-@pytest.mark.parametrize("bad", _BAD_CASES)
+@pytest.mark.parametrize("bad", _DECODE_BAD)
 def test_decode_validation_matches_cpu(device, bad, gdn_bad_input_messages):
     """The CUDA op raises the CPU op's message (same checks, same order, same words)."""
     cpu, cuda = gdn_bad_input_messages["cpu"][bad], gdn_bad_input_messages["cuda"][bad]
     assert cpu.startswith("RAISED:gdn_decode: "), f"cpu: {cpu}"
     assert cuda == cpu, f"cuda: {cuda}\ncpu:  {cpu}"
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify", "gdn_state_update"))
+@pytest.mark.parametrize("bad", _SPEC_BAD)
+def test_spec_validation_matches_cpu(device, bad, gdn_bad_input_messages):
+    """gdn_spec_verify and the snapshot form of gdn_state_update raise the CPU op's message."""
+    op = "gdn_spec_verify" if bad.startswith("spec_") else "gdn_state_update"
+    cpu, cuda = gdn_bad_input_messages["cpu"][bad], gdn_bad_input_messages["cuda"][bad]
+    assert cpu.startswith(f"RAISED:{op}: "), f"cpu: {cpu}"
+    assert cuda == cpu, f"cuda: {cuda}\ncpu:  {cpu}"
+
+
+def test_bad_cases_are_valid_when_unbroken():
+    """The unbroken calls the bad cases start from pass the CPU op (so each case's error is the
+    breakage, not a flaw of the base call)."""
+    torch.ops.replayssm.gdn_decode(**_decode_args("cpu"))
+    torch.ops.replayssm.gdn_spec_verify(**_spec_args("cpu"))
+    torch.ops.replayssm.gdn_state_update(**_snapshot_args("cpu"))
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_rejects_more_than_8_tokens(device):
+    a = _spec_args(device, T=9)
+    with pytest.raises(RuntimeError, match=r"gdn_spec_verify: the CUDA kernels need max_tokens <= 8, got 9"):
+        torch.ops.replayssm.gdn_spec_verify(**a)
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_rejects_unsupported_head_dim(device):
+    a = _spec_args(device, g=GDNGeo(H=2, HV=4, K=32, V=32))
+    with pytest.raises(RuntimeError, match=r"gdn_spec_verify: the CUDA kernels need K = V in \{64, 128, 256\}"):
+        torch.ops.replayssm.gdn_spec_verify(**a)
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_decode"))
@@ -276,6 +370,214 @@ def test_decode_cuda_graph_matches_eager(device):
         assert torch.isnan(out_g[2].float()).all(), f"step {step}: the padding row was written"
         for n in cache_e:
             assert torch.equal(cache_g[n], cache_e[n]), f"step {step}: {n} differs between graph and eager"
+        commit(cur_g)
+        commit(cur_e)
+        for n in cur_e:
+            assert torch.equal(cur_g[n], cur_e[n])
+    assert flush_steps >= 2 * 5, f"test setup: only {flush_steps} flush rows"
+
+
+# --- spec verify --------------------------------------------------------------------------------
+
+SPEC_OPS = ("gdn_spec_verify", "gdn_flush", "commit", "reset")
+SPEC_BT = [(Bcap, T) for Bcap in (8, 16, 32) for T in (1, 2, 4, 8)]
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("T,state,act", [(4, "fp32", "bf16"), (8, "fp32", "fp32"), (2, "fp16", "fp16"),
+                                         (1, "bf16", "bf16")])
+def test_spec_long_run(device, T, state, act):
+    """Over 200 steps of random windows (n in 1..T per row) and random acceptance, mixed flush
+    phases, padding, replacements and folds on demand."""
+    cfg = SimConfig(mode="spec", Bcap=16, T=T, ring_extra=T % 3, rows=16, spare_slots=3, steps=220, state=state,
+                    act=act, paged=True, null_slot=0, pad_prob=0.1, reset_prob=0.01, fold_prob=0.03, device=device,
+                    seed=1100 + T)
+    stats = run_checked(GDN(SMALL), cfg, min_flushes=5)
+    assert stats.folds > 0 and stats.pad_rows > 0 and stats.mixed_phase_steps > 0
+    _report(f"spec T={T} {state}/{act}", stats)
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("Bcap,T", SPEC_BT)
+def test_spec_sweep(device, Bcap, T):
+    i = SPEC_BT.index((Bcap, T))
+    state, act = PRECISIONS[i % len(PRECISIONS)]
+    cfg = SimConfig(mode="spec", Bcap=Bcap, T=T, ring_extra=i % 3, rows=8, spare_slots=2,
+                    steps=steps_for_cycles(Bcap, T, 8), state=state, act=act, paged=bool(i % 2),
+                    null_slot=(3 if i % 2 else None), reset_prob=0.0, fold_prob=0.02, device=device, seed=1200 + i)
+    _report(f"spec B={Bcap} T={T} {state}/{act}", run_checked(GDN(SMALL), cfg))
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("geo,rows,T,state,act", [
+    (QWEN4B, 4, 4, "fp32", "bf16"),     # small batch: each head split over several CTAs
+    (QWEN4B, 12, 8, "fp32", "bf16"),    # 12 x 32 heads: one CTA per head (tiles = 1)
+    (QWEN122B, 6, 2, "bf16", "bf16"),
+    (WIDE, 5, 8, "fp32", "fp32"),
+    (WIDE, 4, 3, "fp16", "fp16"),
+])
+def test_spec_geometries(device, geo, rows, T, state, act):
+    cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(16, T, rows),
+                    state=state, act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.02, pad_prob=0.1,
+                    device=device, seed=1300 + rows + T)
+    _report(f"spec {geo} T={T} {state}/{act}", run_checked(GDN(geo), cfg))
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("use_dt_bias,qk_l2norm", [(False, False), (True, False), (False, True)])
+def test_spec_options(device, use_dt_bias, qk_l2norm):
+    cfg = SimConfig(mode="spec", Bcap=8, T=4, rows=4, steps=steps_for_cycles(8, 4, 4), state="fp32", act="fp32",
+                    paged=False, device=device, seed=1400 + 2 * use_dt_bias + qk_l2norm)
+    run_checked(GDN(SMALL, use_dt_bias=use_dt_bias, qk_l2norm=qk_l2norm, scale=0.3), cfg)
+
+
+def _corrupt_history(sim, live, slot_ids, ring_name):
+    for r, is_live in enumerate(live):
+        c = sim.cursors.model[slot_ids[r]] if is_live else None
+        if c is not None and not c.flush and c.hist >= 2:
+            pos = (c.start + c.hist // 2) % sim.R
+            sim.cache[ring_name][slot_ids[r], 0, pos] += 1.0
+            return
+    raise AssertionError("test setup: no live non-flush row with history to corrupt")
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("ring_name", ["ring_u", "ring_k", "ring_g"])
+def test_spec_teeth_corrupted_history_fails(device, ring_name):
+    """The checks see a kernel that misreads one history entry."""
+    cfg = SimConfig(mode="spec", Bcap=16, T=4, rows=4, steps=4, state="fp32", act="fp32", pad_prob=0.0,
+                    reset_prob=0.0, stagger=False, varlen=False, device=device, seed=1500)
+    sim = Sim(GDN(SMALL), cfg)
+    sim.run()
+    with pytest.raises(AssertionError, match="flash-attention rule failed:\n(.*\n)*outputs: "):
+        sim.step(sim.stats.steps, before_op=lambda s, live, ids: _corrupt_history(s, live, ids, ring_name))
+        sim.finish()
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+@pytest.mark.parametrize("T", [1, 4, 8])
+def test_spec_matches_cpu_op(device, T):
+    """One gdn_spec_verify call on the same fp32 inputs through the CPU op and the CUDA op, rows at
+    every cursor phase (flush and not, windows wrapping the ring end): exactly the same entries
+    change (ring positions, the flush rows' checkpoints, the live rows' outputs), cursors are not
+    written, and the values agree to fp32 rounding."""
+    g, Bcap, num_slots, batch = SMALL, 16, 12, 8
+    R = Bcap + T + 1
+    gen = torch.Generator().manual_seed(1600 + T)
+    fam = GDN(g)
+    layer = fam.make_layer(gen)
+    ns = torch.randint(1, T + 1, (batch,), generator=gen).tolist()
+    L = sum(ns)
+    toks = fam.make_tokens(gen, (L,), torch.float32)
+    cu = torch.tensor([0] + torch.cumsum(torch.tensor(ns), 0).tolist(), dtype=torch.int32)
+    slot_ids = torch.randperm(num_slots, generator=gen)[:batch].to(torch.int32)
+    slot_ids[2] = -1
+    hist = torch.randint(0, Bcap + 1, (num_slots,), generator=gen, dtype=torch.int32)
+    hist[slot_ids[:2].long()] = torch.tensor([Bcap, 0], dtype=torch.int32)  # a full flush row, an empty one
+    start = torch.randint(0, R, (num_slots,), generator=gen, dtype=torch.int32)
+    flush = (hist + 2 * T > Bcap + T).to(torch.int8)
+    k_ring = torch.randn(num_slots, g.H, R, g.K, generator=gen)
+    cache = {"state": torch.randn(num_slots, g.HV, g.V, g.K, generator=gen) * 0.3,
+             "ring_u": torch.randn(num_slots, g.HV, R, g.V, generator=gen),
+             "ring_k": k_ring / k_ring.norm(dim=-1, keepdim=True),
+             "ring_g": -torch.rand(num_slots, g.HV, R, generator=gen)}
+    out0 = torch.full((L, g.HV, g.V), float("nan"))
+
+    def call(dev):
+        c = {n: t.clone().to(dev) for n, t in cache.items()}
+        cur = {"hist": hist.to(dev), "start": start.to(dev), "flush": flush.to(dev)}
+        out = out0.clone().to(dev)
+        fam.spec_verify(to_device(toks, dev), to_device(layer, dev), cu.to(dev), slot_ids.to(dev), cur, c, out, T,
+                        None)
+        assert torch.equal(cur["hist"].cpu(), hist) and torch.equal(cur["start"].cpu(), start)
+        assert torch.equal(cur["flush"].cpu(), flush)
+        return {n: t.cpu() for n, t in c.items()}, out.cpu()
+
+    cache_cpu, out_cpu = call("cpu")
+    cache_dev, out_dev = call(device)
+    assert torch.equal(torch.isnan(out_dev), torch.isnan(out_cpu)), "different outputs were written"
+    torch.testing.assert_close(out_dev, out_cpu, rtol=1e-4, atol=1e-4, equal_nan=True)
+    assert flush[slot_ids[slot_ids >= 0].long()].any() and not flush[slot_ids[slot_ids >= 0].long()].all()
+    for n, before in cache.items():
+        changed_cpu, changed_dev = cache_cpu[n] != before, cache_dev[n] != before
+        if n == "state":  # per slot: written or not
+            changed_cpu, changed_dev = changed_cpu.flatten(1).any(1), changed_dev.flatten(1).any(1)
+        elif n != "ring_g":  # per (slot, head, position)
+            changed_cpu, changed_dev = changed_cpu.any(-1), changed_dev.any(-1)
+        assert torch.equal(changed_dev, changed_cpu), f"{n}: the CUDA op wrote other entries than the CPU op"
+        torch.testing.assert_close(cache_dev[n], cache_cpu[n], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+def test_spec_cuda_graph_matches_eager(device):
+    """One gdn_spec_verify captured in a graph and replayed over several flush cycles (new tokens
+    and acceptances copied into the static inputs, commit between replays) gives bit-identical
+    outputs, checkpoint, rings and cursors to the same calls made eagerly."""
+    g, Bcap, T, num_slots = QWEN4B, 8, 4, 9
+    R = Bcap + T
+    ns = [3, 1, 4, 2, 4, 1]
+    batch, L = len(ns), sum(ns)
+    gen = torch.Generator().manual_seed(17)
+    rnd = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=gen).to(dt).to(device)  # noqa: E731
+    A_log = torch.log(torch.rand(g.HV, generator=gen) + 0.5).to(device)
+    dt_bias = (torch.rand(g.HV, generator=gen) - 0.5).to(device)
+    cu = torch.tensor([0] + torch.cumsum(torch.tensor(ns), 0).tolist(), dtype=torch.int32, device=device)
+
+    def make_cache():
+        return dict(state=(rnd(num_slots, g.HV, g.V, g.K, dt=torch.float32) * 0.3),
+                    ring_u=rnd(num_slots, g.HV, R, g.V), ring_k=rnd(num_slots, g.H, R, g.K),
+                    ring_g=-rnd(num_slots, g.HV, R, dt=torch.float32).abs())
+
+    cache_e = make_cache()
+    cache_g = {n: t.clone() for n, t in cache_e.items()}
+    slots = torch.tensor([3, 0, -1, 5, 1, 7], dtype=torch.int32, device=device)
+    hist0 = torch.tensor([s % (Bcap + 1) for s in range(num_slots)], dtype=torch.int32)
+    cur_e = {"hist": hist0.to(device),
+             "start": torch.randint(0, R, (num_slots,), generator=gen, dtype=torch.int32).to(device),
+             "flush": (hist0 + 2 * T > Bcap + T).to(torch.int8).to(device)}
+    cur_g = {n: t.clone() for n, t in cur_e.items()}
+    accepted = torch.ones(batch, dtype=torch.int32, device=device)
+    static = dict(q=rnd(L, g.H, g.K), k=rnd(L, g.H, g.K), v=rnd(L, g.HV, g.V), a=rnd(L, g.HV), b=rnd(L, g.HV))
+    out_g = torch.full((L, g.HV, g.V), float("nan"), dtype=torch.bfloat16, device=device)
+    out_e = out_g.clone()
+    pad_tokens = slice(int(cu[2]), int(cu[3]))
+
+    def call(tok, cache, cur, out):
+        torch.ops.replayssm.gdn_spec_verify(tok["q"], tok["k"], tok["v"], tok["a"], tok["b"], A_log, dt_bias,
+                                            g.K ** -0.5, True, cu, slots, cur["hist"], cur["start"], cur["flush"],
+                                            cache["state"], cache["ring_u"], cache["ring_k"], cache["ring_g"], out,
+                                            T, None)
+
+    def commit(cur):
+        torch.ops.replayssm.commit(slots, accepted, cur["hist"], cur["start"], cur["flush"], Bcap, T, R, None)
+
+    graph_cache_dummy = {n: t.clone() for n, t in cache_e.items()}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call(static, graph_cache_dummy, {n: t.clone() for n, t in cur_g.items()}, out_g.clone())  # warm-up
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call(static, cache_g, cur_g, out_g)
+
+    flush_steps = 0
+    for step in range(4 * Bcap):
+        tok = dict(q=rnd(L, g.H, g.K), k=rnd(L, g.H, g.K), v=rnd(L, g.HV, g.V), a=rnd(L, g.HV), b=rnd(L, g.HV))
+        for n, t in tok.items():
+            static[n].copy_(t)
+        flush_steps += int(cur_e["flush"][slots[slots >= 0].long()].sum())
+        out_g.fill_(float("nan"))
+        out_e.fill_(float("nan"))
+        graph.replay()
+        call(tok, cache_e, cur_e, out_e)
+        torch.cuda.synchronize()
+        assert torch.equal(out_g.view(torch.int16), out_e.view(torch.int16)), f"step {step}: outputs differ"
+        assert torch.isnan(out_g[pad_tokens].float()).all(), f"step {step}: the padding row was written"
+        assert not torch.isnan(out_g[:pad_tokens.start].float()).any(), f"step {step}: a live row was not written"
+        for n in cache_e:
+            assert torch.equal(cache_g[n], cache_e[n]), f"step {step}: {n} differs between graph and eager"
+        accepted.copy_(torch.tensor([int(torch.randint(1, n + 1, (), generator=gen)) for n in ns], dtype=torch.int32))
         commit(cur_g)
         commit(cur_e)
         for n in cur_e:

@@ -1,4 +1,5 @@
-"""The Mamba-2 CUDA kernels (mamba2_decode both routes, mamba2_flush, mamba2_state_update):
+"""The Mamba-2 CUDA kernels (mamba2_decode both routes, mamba2_spec_verify, mamba2_flush,
+mamba2_state_update):
 
 - against the fp64 sequential recurrence over long runs with commits (tests/helpers.Sim: every
   step checks the outputs with the flash-attention rule, NaN-poisoned outputs, padding rows
@@ -9,6 +10,9 @@
   and cursors, and outputs / checkpoints equal to rounding;
 - under CUDA-graph capture: one captured decode step replayed through full flush cycles (commit
   between replays, outside the graph) matches eager execution bit for bit;
+- mamba2_spec_verify (its own section below): long runs with varlen windows and random accepted
+  lengths over B in {8, 16, 32} and T in {1, 2, 4, 8}, the model geometries, lockstep with the CPU
+  op, CUDA-graph replay, and its bad-input messages;
 - bad inputs fail with the same message on CUDA as on the CPU.
 
 CUDA only: skipped where there is no GPU or the kernels are not built.
@@ -20,8 +24,8 @@ import pytest
 import torch
 
 from conftest import cuda_skip_reason
-from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, error_lines_per_device, run_checked, run_state_update,
-                     same_bytes, steps_for_cycles)
+from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, call_op, error_lines_per_device, run_checked,
+                     run_state_update, same_bytes, steps_for_cycles, valid_args)
 
 OPS = ("mamba2_decode", "mamba2_flush", "mamba2_state_update", "commit", "reset")
 _SKIP = cuda_skip_reason(OPS)
@@ -285,7 +289,10 @@ _BAD_CASES = {
 }
 
 def _first_error_line(device, case):
-    """What mamba2_decode raises on the broken arguments of `case`: 'RAISED:<first line>' or 'NOT RAISED'."""
+    """What mamba2_decode (mamba2_spec_verify for a _SPEC_BAD_CASES case) raises on the broken
+    arguments of `case`: 'RAISED:<first line>' or 'NOT RAISED'."""
+    if case in _SPEC_BAD_CASES:
+        return _spec_first_error_line(device, case)
     kw, edit, route = _BAD_CASES[case]
     a = _decode_args(device, **eval(kw))
     exec(edit)
@@ -307,3 +314,289 @@ def test_bad_inputs_same_message(case, bad_input_messages):
     cpu, cuda = bad_input_messages["cpu"][case], bad_input_messages["cuda"][case]
     assert cpu.startswith("RAISED:mamba2_decode: "), f"cpu: {cpu}"
     assert cuda == cpu, f"cuda: {cuda}\ncpu:  {cpu}"
+
+
+# =============================================================================================
+# mamba2_spec_verify
+# =============================================================================================
+
+SPEC_OPS = ("mamba2_spec_verify", "mamba2_flush", "commit", "reset")
+_SPEC_SKIP = cuda_skip_reason(SPEC_OPS)
+spec_only = pytest.mark.skipif(_SPEC_SKIP is not None, reason=_SPEC_SKIP or "")
+
+# (B, T): every history capacity with every window the CUDA kernels are compiled for.
+SPEC_BT = [(b, t) for b in (8, 16, 32) for t in (1, 2, 4, 8)]
+SPEC_GEOS = [ODD, TINY, WIDE, Mamba2Geo(H=4, P=16, N=8, G=2)]  # N = 64, 16, 256, 8
+
+
+def _spec_cfg(**kw):
+    base = dict(mode="spec", device="cuda", reset_prob=0.0)
+    base.update(kw)
+    return SimConfig(**base)
+
+
+# --- long runs against the recurrence ----------------------------------------------------------
+
+@spec_only
+@pytest.mark.parametrize("Bcap,T", SPEC_BT)
+def test_spec_long_run(Bcap, T):
+    """>= 200 steps with varlen windows (n in 1..T per row) and random accepted lengths, 8 staggered
+    rows (mixed flush phases), padding by -1 and null_slot, replacements, folds on demand, misaligned
+    paged caches (the element-wise state path; the lockstep and graph tests below take the 16-byte
+    vector path), dtype pairs and geometries (N = 64, 16, 256, 8) varying with the case."""
+    i = SPEC_BT.index((Bcap, T))
+    state, act = DTYPE_PAIRS[(2 * i) % len(DTYPE_PAIRS)]
+    cfg = _spec_cfg(Bcap=Bcap, T=T, ring_extra=i % 3, rows=8, spare_slots=2, steps=max(200, 8 * Bcap),
+                    state=state, act=act, paged=True, null_slot=(1 if i % 2 else None), pad_prob=0.1,
+                    reset_prob=0.005, fold_prob=0.02, seed=1000 + i)
+    stats = run_checked(Mamba2(SPEC_GEOS[i % len(SPEC_GEOS)]), cfg, min_flushes=2)
+    assert stats.pad_rows > 0 and stats.mixed_phase_steps > 0
+
+
+@spec_only
+@pytest.mark.parametrize("state,act", DTYPE_PAIRS)
+def test_spec_dtype_pairs(state, act):
+    i = DTYPE_PAIRS.index((state, act))
+    cfg = _spec_cfg(Bcap=8, T=4, ring_extra=i % 2, rows=4, spare_slots=2, steps=steps_for_cycles(8, 4, 4, cycles=3),
+                    state=state, act=act, paged=bool(i % 2), null_slot=(0 if i % 3 == 0 else None), fold_prob=0.05,
+                    seed=1100 + i)
+    run_checked(Mamba2(ODD), cfg, min_flushes=3)
+
+
+@spec_only
+@pytest.mark.parametrize("T", [1, 8])
+def test_spec_full_windows(T):
+    """Every row feeds n = T tokens (the tile full for T = 8; T = 1 runs in the 2-token tile)."""
+    cfg = _spec_cfg(Bcap=16, T=T, rows=6, steps=steps_for_cycles(16, T, 6), varlen=False, state="fp32", act="bf16",
+                    paged=True, seed=1150 + T)
+    run_checked(Mamba2(WIDE), cfg)
+
+
+@spec_only
+@pytest.mark.parametrize("use_D,use_z,use_dt_bias,dt_softplus", [
+    (False, False, False, True), (True, True, True, False), (True, False, True, True)])
+def test_spec_optional_inputs(use_D, use_z, use_dt_bias, dt_softplus):
+    fam = Mamba2(TINY, use_D=use_D, use_z=use_z, use_dt_bias=use_dt_bias, dt_softplus=dt_softplus)
+    cfg = _spec_cfg(Bcap=8, T=2, rows=3, steps=steps_for_cycles(8, 2, 3), state="fp32", act="fp32", fold_prob=0.1,
+                    seed=1200)
+    run_checked(fam, cfg)
+
+
+@spec_only
+@pytest.mark.parametrize("geo", ["nano", "super"])
+@pytest.mark.parametrize("T", [4, 8])
+def test_spec_model_geometries(geo, T):
+    cfg = _spec_cfg(Bcap=16, T=T, rows=3, spare_slots=1, steps=steps_for_cycles(16, T, 3), state="fp32", act="bf16",
+                    paged=True, null_slot=0, fold_prob=0.03, seed=1300 + T)
+    run_checked(Mamba2(NANO if geo == "nano" else SUPER), cfg)
+
+
+# --- lockstep with the CPU op ------------------------------------------------------------------
+
+@spec_only
+@pytest.mark.parametrize("T", [2, 8])
+@pytest.mark.parametrize("state,act", [("fp32", "bf16"), ("bf16", "fp32"), ("fp16", "fp16")])
+def test_spec_lockstep_with_cpu(state, act, T):
+    """The same spec-verify / commit / flush sequence on CPU and CUDA (varlen windows, random
+    accepted lengths): ring x / B entries and cursors identical, ring dt, outputs and checkpoints
+    equal to rounding. The CUDA cache is a 16-byte-aligned paged view."""
+    geo, Bcap, rows, num_slots, steps = ODD, 8, 6, 9, 40
+    R = Bcap + T + 1
+    sd, ad = DTYPES[state], DTYPES[act]
+    gen = torch.Generator().manual_seed(17 + T)
+    fam = Mamba2(geo)
+    layer = fam.make_layer(gen)
+
+    def paged(shape, dtype, pad):
+        inner = math.prod(shape)
+        page = torch.randn(num_slots, inner + pad, generator=gen).to(dtype)
+        return page, page[:, :inner].view(num_slots, *shape)
+
+    cpu, pages = {}, {}
+    pages["state"], cpu["state"] = paged(fam.state_shape(), sd, 8)
+    for name, shape in fam.ring_shapes(R).items():
+        pages[name], cpu[name] = paged(shape, fam.ring_dtypes(ad)[name], 8)
+    cuda_pages = {k: v.cuda() for k, v in pages.items()}
+    cuda = {k: cuda_pages[k][:, :cpu[k][0].numel()].view(cpu[k].shape) for k in cpu}
+    assert cuda["state"].stride(0) != cuda["state"][0].numel() and cuda["state"].data_ptr() % 16 == 0
+    cur_cpu = {"hist": torch.zeros(num_slots, dtype=torch.int32), "start": torch.zeros(num_slots, dtype=torch.int32),
+               "flush": torch.zeros(num_slots, dtype=torch.int8)}
+    cur_gpu = {k: v.cuda() for k, v in cur_cpu.items()}
+    row_slot = torch.randperm(num_slots, generator=gen)[:rows].tolist()
+    lay_gpu = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
+    flushes = 0
+    for k in range(steps):
+        live = [k >= r and torch.rand((), generator=gen).item() > 0.15 for r in range(rows)]  # staggered
+        slots = torch.tensor([row_slot[r] if live[r] else -1 for r in range(rows)], dtype=torch.int32)
+        ns = torch.randint(1, T + 1, (rows,), generator=gen).tolist()
+        cu = torch.tensor([0] + torch.cumsum(torch.tensor(ns), 0).tolist(), dtype=torch.int32)
+        toks = fam.make_tokens(gen, (rows, T), ad)
+        tok = {n: torch.cat([v[r, :ns[r]] for r in range(rows)]) for n, v in toks.items()}
+        flushes += sum(int(cur_cpu["flush"][s]) for s, lv in zip(slots.tolist(), live) if lv)
+        out_c = torch.full((int(cu[-1]), geo.H, geo.P), float("nan"), dtype=ad)
+        out_g = out_c.cuda()
+        fam.spec_verify(tok, layer, cu, slots, cur_cpu, cpu, out_c, T, None)
+        fam.spec_verify({n: v.cuda() for n, v in tok.items()}, lay_gpu, cu.cuda(), slots.cuda(), cur_gpu, cuda, out_g,
+                        T, None)
+        tok_live = torch.cat([torch.full((ns[r],), live[r]) for r in range(rows)])
+        assert torch.isnan(out_g[~tok_live.cuda()].float()).all(), f"step {k}: a padding row's output was written"
+        assert _rel_err(out_g[tok_live.cuda()], out_c[tok_live]) <= _rounding_bound(ad, geo.N), f"step {k}: outputs"
+        for name in ("ring_x", "ring_B"):
+            assert same_bytes(cuda[name], cpu[name]), f"step {k}: {name} differs from the CPU op's"
+        assert _rel_err(cuda["ring_dt"], cpu["ring_dt"]) <= 4 * torch.finfo(torch.float32).eps, f"step {k}: ring_dt"
+        assert _rel_err(cuda["state"], cpu["state"]) <= _rounding_bound(sd, geo.N), f"step {k}: checkpoints differ"
+        # Keep the two checkpoints and ring dts identical so later steps compare one step's rounding.
+        cuda["state"].copy_(cpu["state"])
+        cuda["ring_dt"].copy_(cpu["ring_dt"])
+        if k % 11 == 10:  # fold on demand on half the rows, then reset them
+            fold = torch.tensor(row_slot[::2] + [-1], dtype=torch.int32)
+            fam.flush(layer, fold, cur_cpu, cpu, None)
+            fam.flush(lay_gpu, fold.cuda(), cur_gpu, cuda, None)
+            assert _rel_err(cuda["state"], cpu["state"]) <= _rounding_bound(sd, geo.N), f"step {k}: fold"
+            cuda["state"].copy_(cpu["state"])
+            for c in (cur_cpu, cur_gpu):
+                torch.ops.replayssm.reset(fold.to(c["hist"].device), c["hist"], c["start"], c["flush"], Bcap, T)
+        accepted = torch.tensor([int(torch.randint(1, n + 1, (), generator=gen)) for n in ns], dtype=torch.int32)
+        for c in (cur_cpu, cur_gpu):
+            torch.ops.replayssm.commit(slots.to(c["hist"].device), accepted.to(c["hist"].device), c["hist"],
+                                       c["start"], c["flush"], Bcap, T, R)
+        for name in cur_cpu:
+            assert torch.equal(cur_gpu[name].cpu(), cur_cpu[name]), f"step {k}: cursor {name} differs"
+    for name in pages:
+        inner = cpu[name][0].numel()
+        assert same_bytes(cuda_pages[name][:, inner:], pages[name][:, inner:]), f"{name}: page padding written"
+    assert flushes >= rows, "test setup: too few flush steps"
+
+
+# --- CUDA graphs -------------------------------------------------------------------------------
+
+@spec_only
+@pytest.mark.parametrize("T", [2, 4])
+def test_spec_cuda_graph_replay_matches_eager(T):
+    """One spec-verify step (fixed windows, varlen rows) captured over a batch in mixed phases and
+    replayed through more than two flush cycles with commit of random accepted lengths (outside the
+    graph) between replays; eager execution of the same sequence on a copy of the caches gives
+    bit-identical outputs, rings and checkpoints."""
+    geo, Bcap, num_slots = ODD, 8, 8
+    R = Bcap + T
+    gen = torch.Generator().manual_seed(31 + T)
+    fam = Mamba2(geo)
+    layer = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
+    cache = {"state": fam.random_state(gen, (num_slots,), torch.float32).cuda()}
+    for name, shape in fam.ring_shapes(R).items():
+        cache[name] = torch.randn(num_slots, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
+    cur = {"hist": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
+           "start": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
+           "flush": torch.zeros(num_slots, dtype=torch.int8, device="cuda")}
+    slots = torch.tensor([5, 0, -1, 3, 7, 1], dtype=torch.int32, device="cuda")
+    rows = slots.numel()
+    ns = [T, 1, T, max(1, T - 1), T, 1]
+    cu = torch.tensor([0] + torch.cumsum(torch.tensor(ns), 0).tolist(), dtype=torch.int32, device="cuda")
+    L = sum(ns)
+    live = slots[slots >= 0]
+    # Mixed phases: slot i has committed i % (Bcap - T + 2) single-token steps before the capture.
+    one = torch.ones(1, dtype=torch.int32, device="cuda")
+    for i, s in enumerate(live.tolist()):
+        for _ in range(i % (Bcap - T + 2)):
+            torch.ops.replayssm.commit(torch.tensor([s], dtype=torch.int32, device="cuda"), one, cur["hist"],
+                                       cur["start"], cur["flush"], Bcap, T, R)
+    assert len(set(cur["hist"][live].tolist())) > 2, "test setup: phases not mixed"
+    eager_cache = {k: v.clone() for k, v in cache.items()}
+    eager_cur = {k: v.clone() for k, v in cur.items()}
+
+    steps = 3 * (Bcap - T + 2)
+    toks = [{n: v[0].cuda() for n, v in fam.make_tokens(gen, (1, L), torch.bfloat16).items()} for _ in range(steps)]
+    accepted = [torch.tensor([int(torch.randint(1, n + 1, (), generator=gen)) for n in ns], dtype=torch.int32,
+                             device="cuda") for _ in range(steps)]
+    static_tok = {n: v.clone() for n, v in toks[0].items()}
+    static_out = torch.full((L, geo.H, geo.P), float("nan"), dtype=torch.bfloat16, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        snap = {k: v.clone() for k, v in cache.items()}
+        with torch.cuda.graph(graph, stream=stream):
+            fam.spec_verify(static_tok, layer, cu, slots, cur, cache, static_out, T, None)
+    torch.cuda.current_stream().wait_stream(stream)
+    for k in snap:
+        assert same_bytes(cache[k], snap[k]), "capturing wrote the caches"
+
+    flush_steps = 0
+    for k in range(steps):
+        flush_steps += int(cur["flush"][live].sum())
+        for n in static_tok:
+            static_tok[n].copy_(toks[k][n])
+        static_out.fill_(float("nan"))
+        graph.replay()
+        eager_out = torch.full_like(static_out, float("nan"))
+        fam.spec_verify(toks[k], layer, cu, slots, eager_cur, eager_cache, eager_out, T, None)
+        assert same_bytes(static_out, eager_out), f"replay {k}: outputs differ from eager"
+        for name in cache:
+            assert same_bytes(cache[name], eager_cache[name]), f"replay {k}: {name} differs from eager"
+        for c in (cur, eager_cur):
+            torch.ops.replayssm.commit(slots, accepted[k], c["hist"], c["start"], c["flush"], Bcap, T, R)
+        assert torch.equal(cur["hist"], eager_cur["hist"]) and torch.equal(cur["start"], eager_cur["start"])
+    assert flush_steps >= 2 * len(live), "test setup: fewer than two flushes per row"
+    pad = slice(int(cu[2]), int(cu[3]))
+    assert torch.isnan(static_out[pad].float()).all(), "padding row written"
+
+
+# --- validation: the same message as the CPU op ------------------------------------------------
+
+# Each case: an edit of `a`, the valid mamba2_spec_verify arguments of helpers.valid_args by name.
+_SPEC_BAD_CASES = {
+    "spec_dt_tokens": "a['dt'] = a['dt'][:-1]",
+    "spec_cu_seqlens_dtype": "a['cu_seqlens'] = a['cu_seqlens'].long()",
+    "spec_cu_seqlens_shape": "a['cu_seqlens'] = a['cu_seqlens'][:-1]",
+    "spec_cu_seqlens_not_contiguous": "a['cu_seqlens'] = torch.stack([a['cu_seqlens']] * 2, 1)[:, 0]",
+    "spec_ring_B_shape": "a['ring_B'] = a['ring_B'][:, :, :-1]",
+    "spec_flush_dtype": "a['flush'] = a['flush'].int()",
+    "spec_state_dtype": "a['state'] = a['state'].double()",
+    "spec_out_shape": "a['out'] = a['out'][:-1]",
+    "spec_max_tokens_zero": "a['max_tokens'] = 0",
+    "spec_null_slot_negative": "a['null_slot'] = -2",
+}
+
+
+def _spec_first_error_line(device, case):
+    a = valid_args("mamba2_spec_verify", device)
+    exec(_SPEC_BAD_CASES[case])
+    try:
+        call_op("mamba2_spec_verify", a)
+    except RuntimeError as e:
+        return "RAISED:" + str(e).splitlines()[0]
+    return "NOT RAISED"
+
+
+@pytest.fixture(scope="module")
+def spec_bad_input_messages():
+    return error_lines_per_device("test_mamba2_cuda", list(_SPEC_BAD_CASES))
+
+
+@spec_only
+@pytest.mark.parametrize("case", list(_SPEC_BAD_CASES))
+def test_spec_bad_inputs_same_message(case, spec_bad_input_messages):
+    cpu, cuda = spec_bad_input_messages["cpu"][case], spec_bad_input_messages["cuda"][case]
+    assert cpu.startswith("RAISED:mamba2_spec_verify: "), f"cpu: {cpu}"
+    assert cuda == cpu, f"cuda: {cuda}\ncpu:  {cpu}"
+
+
+@spec_only
+def test_spec_valid_call_runs_on_both():
+    """The unedited arguments of the bad-input cases are valid on both devices (so every case above
+    fails for its edit alone)."""
+    for device in ("cpu", "cuda"):
+        call_op("mamba2_spec_verify", valid_args("mamba2_spec_verify", device))
+    torch.cuda.synchronize()
+
+
+@spec_only
+def test_spec_cuda_limits():
+    """What only the CUDA kernels limit: T <= 8 (the CPU op takes any T the ring fits)."""
+    a = valid_args("mamba2_spec_verify", "cuda")
+    a["max_tokens"] = 9
+    with pytest.raises(RuntimeError, match=r"^mamba2_spec_verify: max_tokens must be <= 8 on CUDA, got max_tokens=9"):
+        call_op("mamba2_spec_verify", a)
+    b = valid_args("mamba2_spec_verify", "cpu")
+    b["max_tokens"] = 9
+    call_op("mamba2_spec_verify", b)

@@ -67,23 +67,24 @@ struct TokenDims {
   int64_t L, H, K, HV, V;
 };
 
-// _check_gdn_token_inputs
+// _check_gdn_token_inputs; lead names dim 0: "batch" (one token per row) or "tokens" (packed rows).
 TokenDims check_token_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
-                             const Tensor& b, const Tensor& A_log, const std::optional<Tensor>& dt_bias) {
+                             const Tensor& b, const Tensor& A_log, const std::optional<Tensor>& dt_bias,
+                             const char* lead = "batch") {
   check_dtype(op, "q", q, kActDtypes);
   const ScalarType act = q.scalar_type();
-  check_shape(op, "q", q, {{"batch", kAnySize}, {"H", kAnySize}, {"K", kAnySize}});
+  check_shape(op, "q", q, {{lead, kAnySize}, {"H", kAnySize}, {"K", kAnySize}});
   const int64_t L = q.size(0), H = q.size(1), K = q.size(2);
   check_same_dtype(op, "k", k, "q", act);
-  check_shape(op, "k", k, {{"batch", L}, {"H", H}, {"K", K}});
+  check_shape(op, "k", k, {{lead, L}, {"H", H}, {"K", K}});
   check_same_dtype(op, "v", v, "q", act);
-  check_shape(op, "v", v, {{"batch", L}, {"HV", kAnySize}, {"V", kAnySize}});
+  check_shape(op, "v", v, {{lead, L}, {"HV", kAnySize}, {"V", kAnySize}});
   const int64_t HV = v.size(1), V = v.size(2);
   check_divides(op, "H", H, "HV", HV, "v heads per k head");
   check_same_dtype(op, "a", a, "q", act);
-  check_shape(op, "a", a, {{"batch", L}, {"HV", HV}});
+  check_shape(op, "a", a, {{lead, L}, {"HV", HV}});
   check_same_dtype(op, "b", b, "q", act);
-  check_shape(op, "b", b, {{"batch", L}, {"HV", HV}});
+  check_shape(op, "b", b, {{lead, L}, {"HV", HV}});
   check_dtype(op, "A_log", A_log, {ScalarType::Float});
   check_shape(op, "A_log", A_log, {{"HV", HV}});
   if (dt_bias.has_value()) {
@@ -93,9 +94,17 @@ TokenDims check_token_inputs(const char* op, const Tensor& q, const Tensor& k, c
   return {L, H, K, HV, V};
 }
 
-void check_rows(const char* op, const Tensor& slots, int64_t batch) {
+// _check_rows: slots (batch[=L]) int32, then (packed rows) cu_seqlens (batch+1) int32. Returns batch.
+int64_t check_rows(const char* op, const Tensor& slots, int64_t batch,
+                   const std::optional<Tensor>& cu_seqlens = std::nullopt) {
   check_dtype(op, "slots", slots, {ScalarType::Int});
   check_shape(op, "slots", slots, {{"batch", batch}});
+  batch = slots.size(0);
+  if (cu_seqlens.has_value()) {
+    check_dtype(op, "cu_seqlens", *cu_seqlens, {ScalarType::Int});
+    check_shape(op, "cu_seqlens", *cu_seqlens, {{"batch+1", batch + 1}});
+  }
+  return batch;
 }
 
 // _check_gdn_ring; act_ref is the tensor that fixed the act dtype (nullptr: ring_u fixes it).
@@ -138,9 +147,15 @@ void check_cursors(const char* op, const Tensor& hist, const Tensor& start, cons
   }
 }
 
-void check_out(const char* op, const Tensor& out, ScalarType act, int64_t L, int64_t HV, int64_t V) {
+void check_out(const char* op, const Tensor& out, ScalarType act, int64_t L, int64_t HV, int64_t V,
+               const char* lead = "batch") {
   check_same_dtype(op, "out", out, "q", act);
-  check_shape(op, "out", out, {{"batch", L}, {"HV", HV}, {"V", V}});
+  check_shape(op, "out", out, {{lead, L}, {"HV", HV}, {"V", V}});
+}
+
+// The spec-verify kernel keeps one correction u_i per window token in registers.
+void check_cuda_max_tokens(const char* op, int64_t max_tokens) {
+  if (max_tokens > 8) fail(op, "the CUDA kernels need max_tokens <= 8, got " + std::to_string(max_tokens));
 }
 
 void fill_tokens(GdnParams& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
@@ -232,6 +247,52 @@ void gdn_decode_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Tensor A_
   check_launch(op, gdn::launch_gdn_decode(p, ctx.stream));
 }
 
+void gdn_spec_verify_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Tensor A_log,
+                          std::optional<Tensor> dt_bias, double scale, bool qk_l2norm, Tensor cu_seqlens,
+                          Tensor slots, Tensor hist, Tensor start, Tensor flush, Tensor state, Tensor ring_u,
+                          Tensor ring_k, Tensor ring_g, Tensor out, int64_t max_tokens,
+                          std::optional<int64_t> null_slot) {
+  constexpr const char* op = "gdn_spec_verify";
+  TokenDims d = check_token_inputs(op, q, k, v, a, b, A_log, dt_bias, "tokens");
+  check_rows(op, slots, kAnySize, cu_seqlens);
+  const auto [num_slots, R] =
+      check_ring(op, ring_u, ring_k, ring_g, state, "q", q.scalar_type(), d.H, d.K, d.HV, d.V);
+  check_cursors(op, hist, start, &flush, num_slots);
+  check_out(op, out, q.scalar_type(), d.L, d.HV, d.V, "tokens");
+  for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"out", &out},
+                         {"state", &state}, {"ring_u", &ring_u}, {"ring_k", &ring_k}, {"ring_g", &ring_g}})
+    check_inner_contiguous(op, name, *t);
+  check_contiguous(op, "A_log", A_log);
+  if (dt_bias.has_value()) check_contiguous(op, "dt_bias", *dt_bias);
+  for (auto [name, t] : {std::pair{"slots", &slots}, {"cu_seqlens", &cu_seqlens}, {"hist", &hist},
+                         {"start", &start}, {"flush", &flush}})
+    check_contiguous(op, name, *t);
+  check_device_of(op,
+                  {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"out", &out}, {"state", &state},
+                   {"ring_u", &ring_u}, {"ring_k", &ring_k}, {"ring_g", &ring_g}, {"A_log", &A_log},
+                   {"dt_bias", dt_bias.has_value() ? &*dt_bias : nullptr}, {"slots", &slots},
+                   {"cu_seqlens", &cu_seqlens}, {"hist", &hist}, {"start", &start}, {"flush", &flush}},
+                  q);
+  check_positive(op, "max_tokens", max_tokens);
+  const int32_t null = null_slot_value(op, null_slot);
+  check_cuda_geometry(op, d.K, d.V);
+  check_cuda_max_tokens(op, max_tokens);
+  for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"state", &state}, {"ring_u", &ring_u}, {"ring_k", &ring_k}})
+    check_aligned(op, name, *t);
+
+  GdnParams p{};
+  fill_tokens(p, q, k, v, a, b, A_log, dt_bias, scale, qk_l2norm, out);
+  fill_rows(p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
+  fill_ring(p, state, ring_u, ring_k, ring_g, R);
+  p.cu_seqlens = cu_seqlens.const_data_ptr<int32_t>();
+  p.max_tokens = static_cast<int32_t>(max_tokens);
+  p.hist = hist.const_data_ptr<int32_t>();
+  p.start = start.const_data_ptr<int32_t>();
+  p.flush = flush.const_data_ptr<int8_t>();
+  const CudaContext ctx(q);
+  check_launch(op, gdn::launch_gdn_spec_verify(p, ctx.stream));
+}
+
 void gdn_flush_cuda(Tensor slots, Tensor hist, Tensor start, Tensor state, Tensor ring_u, Tensor ring_k,
                     Tensor ring_g, std::optional<int64_t> null_slot) {
   constexpr const char* op = "gdn_flush";
@@ -269,27 +330,37 @@ void gdn_state_update_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Ten
                            Tensor out, std::optional<Tensor> cu_seqlens, std::optional<Tensor> snapshot_slots,
                            std::optional<int64_t> null_slot) {
   constexpr const char* op = "gdn_state_update";
+  const char* lead = cu_seqlens.has_value() ? "tokens" : "batch";
+  TokenDims d = check_token_inputs(op, q, k, v, a, b, A_log, dt_bias, lead);
+  // _check_state_update_rows.
   if (!cu_seqlens.has_value() && snapshot_slots.has_value())
     fail(op, "snapshot_slots is given without cu_seqlens; it is only used by the varlen (spec) form");
   if (cu_seqlens.has_value() && !snapshot_slots.has_value())
     fail(op, "cu_seqlens requires snapshot_slots (batch, T): the state after each token is written to its snapshot slot");
-  if (cu_seqlens.has_value())
-    fail(op, "the varlen snapshot form (cu_seqlens, snapshot_slots) is not implemented on CUDA yet");
-  TokenDims d = check_token_inputs(op, q, k, v, a, b, A_log, dt_bias);
-  check_rows(op, slots, d.L);
+  const int64_t batch = check_rows(op, slots, cu_seqlens.has_value() ? kAnySize : d.L, cu_seqlens);
+  int64_t T = 1;
+  if (snapshot_slots.has_value()) {
+    check_dtype(op, "snapshot_slots", *snapshot_slots, {ScalarType::Int});
+    check_shape(op, "snapshot_slots", *snapshot_slots, {{"batch", batch}, {"T", kAnySize}});
+    T = snapshot_slots->size(1);
+  }
   check_dtype(op, "state", state, kStateDtypes);
   check_shape(op, "state", state, {{"slots", kAnySize}, {"HV", d.HV}, {"V", d.V}, {"K", d.K}});
   const int64_t num_slots = state.size(0);
-  check_out(op, out, q.scalar_type(), d.L, d.HV, d.V);
+  check_out(op, out, q.scalar_type(), d.L, d.HV, d.V, lead);
   for (auto [name, t] :
        {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"out", &out}, {"state", &state}})
     check_inner_contiguous(op, name, *t);
   check_contiguous(op, "A_log", A_log);
   if (dt_bias.has_value()) check_contiguous(op, "dt_bias", *dt_bias);
   check_contiguous(op, "slots", slots);
+  if (cu_seqlens.has_value()) check_contiguous(op, "cu_seqlens", *cu_seqlens);
+  if (snapshot_slots.has_value()) check_contiguous(op, "snapshot_slots", *snapshot_slots);
   check_device_of(op,
                   {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"out", &out}, {"state", &state},
-                   {"A_log", &A_log}, {"dt_bias", dt_bias.has_value() ? &*dt_bias : nullptr}, {"slots", &slots}},
+                   {"A_log", &A_log}, {"dt_bias", dt_bias.has_value() ? &*dt_bias : nullptr}, {"slots", &slots},
+                   {"cu_seqlens", cu_seqlens.has_value() ? &*cu_seqlens : nullptr},
+                   {"snapshot_slots", snapshot_slots.has_value() ? &*snapshot_slots : nullptr}},
                   q);
   const int32_t null = null_slot_value(op, null_slot);
   check_cuda_geometry(op, d.K, d.V);
@@ -302,6 +373,12 @@ void gdn_state_update_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Ten
   p.state_slot_stride = state.stride(0);
   p.state_dtype = kernel_dtype(state.scalar_type());
   p.ring_len = 0;
+  if (cu_seqlens.has_value()) {  // the snapshot form (spec baseline)
+    p.cu_seqlens = cu_seqlens->const_data_ptr<int32_t>();
+    p.snapshot_slots = snapshot_slots->const_data_ptr<int32_t>();
+    p.snapshot_stride = snapshot_slots->stride(0);
+  }
+  p.max_tokens = static_cast<int32_t>(T);
   const CudaContext ctx(q);
   check_launch(op, gdn::launch_gdn_state_update(p, ctx.stream));
 }
@@ -311,6 +388,7 @@ void gdn_state_update_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Ten
 
 STABLE_TORCH_LIBRARY_IMPL(replayssm, CUDA, m) {
   m.impl("gdn_decode", TORCH_BOX(&replayssm::ops::gdn_decode_cuda));
+  m.impl("gdn_spec_verify", TORCH_BOX(&replayssm::ops::gdn_spec_verify_cuda));
   m.impl("gdn_flush", TORCH_BOX(&replayssm::ops::gdn_flush_cuda));
   m.impl("gdn_state_update", TORCH_BOX(&replayssm::ops::gdn_state_update_cuda));
 }

@@ -246,6 +246,63 @@ void mamba2_decode_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, OptTe
   check_launch(op, mamba2::launch_replay(p, ctx.stream));
 }
 
+// The CUDA spec kernels keep the window's C vectors in registers: they are compiled for windows of
+// up to kMaxSpecTokens tokens.
+void check_cuda_max_tokens(const char* op, int64_t max_tokens) {
+  if (max_tokens > mamba2::kMaxSpecTokens)
+    fail(op, "max_tokens must be <= " + std::to_string(mamba2::kMaxSpecTokens) + " on CUDA, got max_tokens=" +
+                 std::to_string(max_tokens));
+}
+
+void mamba2_spec_verify_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, OptTensor D, OptTensor z,
+                             OptTensor dt_bias, bool dt_softplus, Tensor cu_seqlens, Tensor slots, Tensor hist,
+                             Tensor start, Tensor flush, Tensor state, Tensor ring_x, Tensor ring_B, Tensor ring_dt,
+                             Tensor out, int64_t max_tokens, std::optional<int64_t> null_slot) {
+  constexpr const char* op = "mamba2_spec_verify";
+  // _check_mamba2_step with lead "tokens" and no route.
+  const TokenDims d = check_token_inputs(op, x, dt, A, B, C, D, z, dt_bias, "tokens");
+  const int64_t batch = check_rows(op, slots, cu_seqlens, kAnySize);
+  const RingDims r = check_ring(op, ring_x, ring_B, ring_dt, state, "x", x.scalar_type(), d.H, d.P, d.G, d.N);
+  check_cursors(op, hist, start, flush, r.num_slots);
+  check_same_dtype(op, "out", out, "x", x.scalar_type());
+  check_shape(op, "out", out, {{"tokens", d.L}, {"H", d.H}, {"P", d.P}});
+  Named inner{{"x", &x}, {"dt", &dt}, {"B", &B}, {"C", &C}};
+  add_opt(inner, "z", z);
+  inner.insert(inner.end(), {{"out", &out}, {"state", &state}, {"ring_x", &ring_x}, {"ring_B", &ring_B},
+                             {"ring_dt", &ring_dt}});
+  Named dense{{"A", &A}};
+  add_opt(dense, "D", D);
+  add_opt(dense, "dt_bias", dt_bias);
+  dense.insert(dense.end(), {{"slots", &slots}, {"cu_seqlens", &cu_seqlens}, {"hist", &hist}, {"start", &start},
+                             {"flush", &flush}});
+  check_layout_and_device(op, x, inner, dense);
+  check_positive(op, "max_tokens", max_tokens);
+  const int32_t null = null_slot_value(op, null_slot);
+  check_cuda_dstate(op, d.N);
+  check_cuda_max_tokens(op, max_tokens);
+
+  mamba2::SpecVerifyParams sp{};
+  mamba2::ReplayParams& p = sp.replay;
+  p.tok = token_inputs(x, dt, B, C, z, out);
+  p.layer = layer_params(A, D, dt_bias, dt_softplus);
+  p.geo = {static_cast<int32_t>(d.H), static_cast<int32_t>(d.P), static_cast<int32_t>(d.N), static_cast<int32_t>(d.G)};
+  p.slots = static_cast<const int32_t*>(slots.data_ptr());
+  p.batch = static_cast<int32_t>(batch);
+  p.null_slot = null;
+  p.num_slots = r.num_slots;
+  p.hist = static_cast<const int32_t*>(hist.data_ptr());
+  p.start = static_cast<const int32_t*>(start.data_ptr());
+  p.flush = static_cast<const int8_t*>(flush.data_ptr());
+  fill_ring(p, state, ring_x, ring_B, ring_dt, r.R);
+  p.mode = mamba2::ReplayMode::kOutputOnly;  // unused by the spec kernel
+  p.act = to_dtype(x.scalar_type());
+  sp.cu_seqlens = static_cast<const int32_t*>(cu_seqlens.data_ptr());
+  sp.num_tokens = d.L;
+  sp.max_tokens = static_cast<int32_t>(max_tokens);
+  const CudaContext ctx(x);
+  check_launch(op, mamba2::launch_spec_verify(sp, ctx.stream));
+}
+
 void mamba2_flush_cuda(Tensor A, Tensor slots, Tensor hist, Tensor start, Tensor state, Tensor ring_x, Tensor ring_B,
                        Tensor ring_dt, std::optional<int64_t> null_slot) {
   constexpr const char* op = "mamba2_flush";
@@ -340,6 +397,7 @@ void mamba2_state_update_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C,
 
 STABLE_TORCH_LIBRARY_IMPL(replayssm, CUDA, m) {
   m.impl("mamba2_decode", TORCH_BOX(&replayssm::ops::mamba2_decode_cuda));
+  m.impl("mamba2_spec_verify", TORCH_BOX(&replayssm::ops::mamba2_spec_verify_cuda));
   m.impl("mamba2_flush", TORCH_BOX(&replayssm::ops::mamba2_flush_cuda));
   m.impl("mamba2_state_update", TORCH_BOX(&replayssm::ops::mamba2_state_update_cuda));
 }

@@ -11,7 +11,14 @@ namespace replayssm::gdn {
 // output comes from checkpoint + ring; u, k̂, g are appended to the ring at logical hist.
 const char* launch_gdn_decode(const GdnParams& p, void* stream);
 
-// Classic step (the baseline): S <- e^g S (I - beta k k^T) + beta v k^T, y = S q, in place.
+// Speculative verify over packed rows of <= max_tokens (<= kMaxSpecTokens = 8) tokens: flush rows
+// fold their history first; outputs from checkpoint + ring + the window's triangular solve; the
+// window's u, k̂, g are appended to the ring at logical hist.
+const char* launch_gdn_spec_verify(const GdnParams& p, void* stream);
+
+// Classic step (the baseline): S <- e^g S (I - beta k k^T) + beta v k^T, y = S q. Plain form
+// (cu_seqlens == nullptr): one token per row, in place. Snapshot form: the row's tokens from
+// state[slots[r]], the state after token i written to state[snapshot_slots[r, i]].
 const char* launch_gdn_state_update(const GdnParams& p, void* stream);
 
 // Fold on demand: checkpoint <- state after the slot's hist ring entries (cursors untouched).

@@ -1,4 +1,5 @@
-// Parameter block of the Gated DeltaNet kernels (gdn_decode, gdn_state_update, gdn_flush), filled
+// Parameter block of the Gated DeltaNet kernels (gdn_decode, gdn_spec_verify, gdn_state_update,
+// gdn_flush), filled
 // at the torch boundary (csrc/ops/gdn_ops.cpp). Raw pointers, strides in elements. No torch, no
 // CUDA headers.
 #pragma once
@@ -11,7 +12,8 @@ namespace replayssm::gdn {
 enum class DType : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
 struct GdnParams {
-  // Per-token inputs, one token per row (decode, state_update; unused by flush). Each tensor's
+  // Per-token inputs: one token per row (decode, plain state_update) or the rows' packed tokens
+  // (spec verify, snapshot state_update; see cu_seqlens); unused by flush. Each tensor's
   // inner dims are contiguous; the row (dim 0) stride is free, so q/k/v may be views of one packed
   // projection output.
   const void* q;  // (batch, H, K) act
@@ -33,7 +35,16 @@ struct GdnParams {
   int32_t null_slot;  // kNoNullSlot when none
   int64_t num_slots;
 
-  // Cursors (decode, flush; unused by state_update).
+  // Packed rows (spec verify, snapshot state_update): row r owns tokens cu_seqlens[r] ..
+  // cu_seqlens[r+1]-1, at most max_tokens of them; nullptr: one token per row.
+  const int32_t* cu_seqlens;
+  int32_t max_tokens;
+  // Snapshot state_update: the state after token i of row r goes to state[snapshot_slots[r, i]]
+  // ((batch, max_tokens), row stride snapshot_stride; a padding id there: no write).
+  const int32_t* snapshot_slots;
+  int64_t snapshot_stride;
+
+  // Cursors (decode, spec verify, flush; unused by state_update).
   const int32_t* hist;
   const int32_t* start;
   const int8_t* flush;
@@ -42,7 +53,7 @@ struct GdnParams {
   void* state;
   int64_t state_slot_stride;
 
-  // Ring (decode, flush): u (slots, HV, R, V) act, k (slots, H, R, K) act, g (slots, HV, R) fp32.
+  // Ring (decode, spec verify, flush): u (slots, HV, R, V) act, k (slots, H, R, K) act, g (slots, HV, R) fp32.
   void* ring_u;
   void* ring_k;
   float* ring_g;

@@ -10,5 +10,7 @@ namespace replayssm::mamba2 {
 // unsupported configuration).
 const char* launch_replay(const ReplayParams& p, void* stream);
 const char* launch_state_update(const StateUpdateParams& p, void* stream);
+// mamba2_spec_verify; p.max_tokens must be in [1, kMaxSpecTokens] (the boundary checks it).
+const char* launch_spec_verify(const SpecVerifyParams& p, void* stream);
 
 }  // namespace replayssm::mamba2

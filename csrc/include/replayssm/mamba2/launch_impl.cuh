@@ -15,6 +15,7 @@
 #include "replayssm/mamba2/state_dispatch.h"
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/replay_kernel.cuh"
+#include "replayssm/mamba2/spec_kernel.cuh"
 #include "replayssm/mamba2/state_update_kernel.cuh"
 
 namespace replayssm::mamba2 {
@@ -96,6 +97,22 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   return launch_status();
 }
 
+template <typename Act, typename St, int N, int kT>
+const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t stream) {
+  const ReplayParams& p = sp.replay;
+  constexpr int kRows = rows_per_iteration<St, N, kWarps>();
+  const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
+  const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
+  const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
+  if (ctas == 0) return nullptr;
+  if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
+  const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT).total) * sizeof(float);
+  auto kernel = mamba2_spec_verify_kernel<Act, St, N, kWarps, kT>;
+  if (const char* err = allow_smem(kernel, smem)) return err;
+  kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(sp, p_chunk);
+  return launch_status();
+}
+
 constexpr const char* kBadDstate = "dstate N must be 8, 16, 32, 64, 128 or 256 for the CUDA kernels";
 constexpr const char* kBadDtype = "unsupported activation dtype";
 
@@ -108,6 +125,19 @@ const char* replay_by_dstate(const ReplayParams& p, cudaStream_t s) {
     case 64: return launch_replay_typed<Act, St, 64>(p, s);
     case 128: return launch_replay_typed<Act, St, 128>(p, s);
     case 256: return launch_replay_typed<Act, St, 256>(p, s);
+    default: return kBadDstate;
+  }
+}
+
+template <typename Act, typename St, int kT>
+const char* spec_verify_by_dstate(const SpecVerifyParams& p, cudaStream_t s) {
+  switch (p.replay.geo.N) {
+    case 8: return launch_spec_verify_typed<Act, St, 8, kT>(p, s);
+    case 16: return launch_spec_verify_typed<Act, St, 16, kT>(p, s);
+    case 32: return launch_spec_verify_typed<Act, St, 32, kT>(p, s);
+    case 64: return launch_spec_verify_typed<Act, St, 64, kT>(p, s);
+    case 128: return launch_spec_verify_typed<Act, St, 128, kT>(p, s);
+    case 256: return launch_spec_verify_typed<Act, St, 256, kT>(p, s);
     default: return kBadDstate;
   }
 }
@@ -145,6 +175,19 @@ const char* launch_state_update_for_state(const StateUpdateParams& p, void* stre
     case DType::kFloat32: return detail::state_update_by_dstate<float, St>(p, s);
     case DType::kBFloat16: return detail::state_update_by_dstate<__nv_bfloat16, St>(p, s);
     case DType::kFloat16: return detail::state_update_by_dstate<__half, St>(p, s);
+  }
+  return detail::kBadDtype;
+}
+
+// The spec kernels for one state dtype and one window tile kT (the smallest power of two >= T),
+// every activation dtype and dstate.
+template <typename St, int kT>
+const char* launch_spec_verify_for_state(const SpecVerifyParams& p, void* stream) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (p.replay.act) {
+    case DType::kFloat32: return detail::spec_verify_by_dstate<float, St, kT>(p, s);
+    case DType::kBFloat16: return detail::spec_verify_by_dstate<__nv_bfloat16, St, kT>(p, s);
+    case DType::kFloat16: return detail::spec_verify_by_dstate<__half, St, kT>(p, s);
   }
   return detail::kBadDtype;
 }

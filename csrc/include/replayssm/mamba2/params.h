@@ -76,6 +76,19 @@ struct ReplayParams {
   DType state_dtype;
 };
 
+// mamba2_spec_verify: the replay fields as for mamba2_decode (`mode` unused; `tok` is indexed by
+// token, dim 0 = tokens), plus the packed rows: row r owns tokens cu_seqlens[r] .. cu_seqlens[r+1]-1,
+// 1 <= n <= max_tokens.
+struct SpecVerifyParams {
+  ReplayParams replay;
+  const int32_t* cu_seqlens;  // (batch+1,)
+  int64_t num_tokens;         // dim 0 of x: rows whose token range leaves it are skipped
+  int32_t max_tokens;         // T (<= kMaxSpecTokens on CUDA)
+};
+
+// The largest T the CUDA spec kernels are compiled for (the window's C vectors live in registers).
+constexpr int32_t kMaxSpecTokens = 8;
+
 // mamba2_state_update: the classic step. Without cu_seqlens one token per row, state[slots[r]]
 // read and written in place; with it, row r's tokens cu_seqlens[r] .. cu_seqlens[r+1]-1 start from
 // state[slots[r]] and the state after token i goes to state[snapshot_slots[r, i]].

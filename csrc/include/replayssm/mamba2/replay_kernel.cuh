@@ -14,10 +14,10 @@
 //   non-flush, state_and_output: the update over j <= hist with c0 = exp(A sum d_i), c1 = 1,
 //       hterm = D x (the tile S_t is formed, not stored).
 //   fold (mamba2_flush): as the flush row, without the output and the ring write.
-// The state streams through registers in 16-byte vectors (RowLayout), one iteration's loads in
-// flight ahead of the one being processed; the first iteration's loads go out as soon as the slot
-// is known, before the small per-row pieces (decay weights, B_j.C, x_j, B_j) are staged in shared
-// memory.
+// The state streams through registers in 16-byte vectors (TileStream / RowLayout of tile.cuh,
+// shared with the spec kernel), one iteration's loads in flight ahead of the one being processed;
+// the first iteration's loads go out as soon as the slot is known, before the small per-row pieces
+// (decay weights, B_j.C, x_j, B_j) are staged in shared memory.
 //
 // Measured alternatives (H200, nano geometry, batch 256, see the Mamba-2 kernel notes of the
 // report): holding the whole chunk in shared memory via cp.async, and a persistent grid that
@@ -54,12 +54,12 @@ struct ReplaySmem {
 template <typename Act, typename St, int N, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
   using L = RowLayout<St, N>;
-  using V = StateVec<St>;
+  using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;
-  constexpr int U = L::kRowsPerThread;
-  constexpr int KV = L::kVecsPerLane;
-  constexpr int VE = L::kVecElems;
-  constexpr int kRowsPerIter = kWarps * L::kRowsPerWarp * U;
+  constexpr int U = Stream::U;
+  constexpr int KV = Stream::KV;
+  constexpr int VE = Stream::VE;
+  constexpr int kRowsPerIter = Stream::kRowsPerIter;
 
   extern __shared__ __align__(16) float smem[];
 
@@ -83,18 +83,9 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
 
   // First state loads go out before anything else: they depend on the slot only.
   St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
-  auto row_of = [&](int it, int u) { return it * kRowsPerIter + (u * kWarps + warp) * L::kRowsPerWarp + rw; };
-  auto load_rows = [&](int it, uint4 (&raw)[U][KV]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int pl = row_of(it, u);
-#pragma unroll
-      for (int k = 0; k < KV; ++k)
-        raw[u][k] = pl < plen ? load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), p.state_vec_aligned) : make_uint4(0, 0, 0, 0);
-    }
-  };
+  const Stream stream{S, plen, warp, rw, lr, p.state_vec_aligned};
   uint4 raw[U][KV];
-  load_rows(0, raw);
+  stream.load(0, raw);
 
   const ReplayMode mode = p.mode;
   const bool decode = mode != ReplayMode::kFold;
@@ -233,54 +224,12 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
   const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
   for (int it = 0; it < iters; ++it) {
     uint4 next[U][KV];
-    if (it + 1 < iters) load_rows(it + 1, next);
+    if (it + 1 < iters) stream.load(it + 1, next);
 
     float acc[U][KV][VE];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < KV; ++k) {
-        V::unpack(raw[u][k], acc[u][k]);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) acc[u][k][e] *= c0;
-      }
-
-    if (n_upd > 0) {
-      int xrow[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) xrow[u] = min(row_of(it, u), plen - 1) * ldx;
-      for (int j = 0; j < n_upd; ++j) {
-        float bj[KV][VE];
-#pragma unroll
-        for (int k = 0; k < KV; ++k) {
-          const float4* bp = reinterpret_cast<const float4*>(b_s + j * N + L::n_of(lr, k, 0));
-#pragma unroll
-          for (int q = 0; q < VE / 4; ++q) {
-            const float4 v = bp[q];
-            bj[k][4 * q + 0] = v.x, bj[k][4 * q + 1] = v.y, bj[k][4 * q + 2] = v.z, bj[k][4 * q + 3] = v.w;
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const float sx = x_s[xrow[u] + j];
-#pragma unroll
-          for (int k = 0; k < KV; ++k)
-#pragma unroll
-            for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx, bj[k][e], acc[u][k][e]);
-        }
-      }
-    }
-
-    if (write_state) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int pl = row_of(it, u);
-        if (pl < plen) {
-#pragma unroll
-          for (int k = 0; k < KV; ++k) store_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), V::pack(acc[u][k]), p.state_vec_aligned);
-        }
-      }
-    }
+    Stream::unpack_scaled(raw, c0, acc);
+    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_s, x_s, ldx, acc);
+    if (write_state) stream.store(it, acc);
 
     if (decode) {
 #pragma unroll
@@ -291,7 +240,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
 #pragma unroll
           for (int e = 0; e < VE; ++e) part = fmaf(acc[u][k][e], c_reg[k][e], part);
         part = L::row_sum(part);
-        const int pl = row_of(it, u);
+        const int pl = stream.row_of(it, u);
         if (lr == 0 && pl < plen) dot_s[pl] = part;
       }
     }

@@ -132,6 +132,53 @@ struct RowLayout {
     for (int off = kLanesPerRow / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
   }
+
+  // Row sums of M values at once (M a power of two), e.g. one state row's dot products with the M
+  // C vectors of a spec window: M row_sum calls would take M * log2(kLanesPerRow) shuffles, this
+  // takes about M + log2(kLanesPerRow). While a lane holds more than one value, each exchange
+  // halves them: the lane keeps the half its lane bit selects and adds its partner's partial of
+  // that half; the remaining levels are a plain butterfly. On return v[m], m < kept_sums<M>(),
+  // holds the row total of value first_sum<M>(lr) + m in every lane of the same lr / (lanes
+  // sharing it): the lanes with sum_holder<M>(lr) write it once.
+  template <int M>
+  __host__ __device__ static constexpr int halvings() {
+    int h = 0;
+    while ((kLanesPerRow >> (h + 1)) > 0 && (M >> (h + 1)) > 0) ++h;
+    return h;
+  }
+  template <int M>
+  __host__ __device__ static constexpr int kept_sums() { return M >> halvings<M>(); }
+  template <int M>
+  __device__ __forceinline__ static int first_sum(int lr) {
+    int first = 0;
+#pragma unroll
+    for (int s = 0; s < halvings<M>(); ++s)
+      if (lr & (kLanesPerRow >> (s + 1))) first += M >> (s + 1);
+    return first;
+  }
+  template <int M>
+  __device__ __forceinline__ static bool sum_holder(int lr) { return lr % (kLanesPerRow >> halvings<M>()) == 0; }
+  template <int M>
+  __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) {
+    static_assert(M > 0 && (M & (M - 1)) == 0, "row_sums needs a power-of-two count");
+    constexpr int kHalvings = halvings<M>();
+#pragma unroll
+    for (int s = 0; s < kHalvings; ++s) {
+      const int off = kLanesPerRow >> (s + 1);
+      const int half = M >> (s + 1);
+      const bool upper = (lr & off) != 0;
+#pragma unroll
+      for (int m = 0; m < half; ++m) {
+        const float send = upper ? v[m] : v[m + half];
+        const float keep = upper ? v[m + half] : v[m];
+        v[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+      }
+    }
+#pragma unroll
+    for (int off = kLanesPerRow >> (kHalvings + 1); off > 0; off >>= 1)
+#pragma unroll
+      for (int m = 0; m < kept_sums<M>(); ++m) v[m] += __shfl_xor_sync(0xffffffffu, v[m], off);
+  }
 };
 
 // Rows of one head handled per CTA iteration, for the host-side choice of the P chunk.
@@ -181,6 +228,94 @@ __device__ __forceinline__ void store_state_vec(St* p, const uint4& v, bool alig
     }
   }
 }
+
+// One thread's share of the stream of a (head, P chunk) state tile, shared by the replay and spec
+// kernels: per iteration U rows of KV 16-byte vectors (RowLayout), row pl of the chunk at
+// S + pl * N; rows at or past plen load as zeros and are never stored.
+template <typename St, int N, int kWarps>
+struct TileStream {
+  using L = RowLayout<St, N>;
+  using V = StateVec<St>;
+  static constexpr int U = L::kRowsPerThread;
+  static constexpr int KV = L::kVecsPerLane;
+  static constexpr int VE = L::kVecElems;
+  static constexpr int kRowsPerIter = kWarps * L::kRowsPerWarp * U;
+
+  St* S;
+  int plen;
+  int warp;
+  int rw;  // row within the warp's load
+  int lr;  // lane within its row
+  bool aligned;
+
+  // Chunk row of this thread's u-th row in iteration it.
+  __device__ __forceinline__ int row_of(int it, int u) const {
+    return it * kRowsPerIter + (u * kWarps + warp) * L::kRowsPerWarp + rw;
+  }
+
+  __device__ __forceinline__ void load(int it, uint4 (&raw)[U][KV]) const {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int pl = row_of(it, u);
+#pragma unroll
+      for (int k = 0; k < KV; ++k)
+        raw[u][k] = pl < plen ? load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), aligned) : make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // acc = c0 * raw, in fp32.
+  __device__ __forceinline__ static void unpack_scaled(const uint4 (&raw)[U][KV], float c0, float (&acc)[U][KV][VE]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k) {
+        V::unpack(raw[u][k], acc[u][k]);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[u][k][e] *= c0;
+      }
+  }
+
+  // acc[p][n] += sum_{j < n_upd} sx[p][j] B_j[n]: the rank-n_upd update, with B_j (fp32) at
+  // b_s + j * N and the left factors sx at x_s + p * ldx + j in shared memory.
+  __device__ __forceinline__ void add_rank_update(int it, int n_upd, const float* b_s, const float* x_s, int ldx,
+                                                  float (&acc)[U][KV][VE]) const {
+    int xrow[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) xrow[u] = min(row_of(it, u), plen - 1) * ldx;
+    for (int j = 0; j < n_upd; ++j) {
+      float bj[KV][VE];
+#pragma unroll
+      for (int k = 0; k < KV; ++k) {
+        const float4* bp = reinterpret_cast<const float4*>(b_s + j * N + L::n_of(lr, k, 0));
+#pragma unroll
+        for (int q = 0; q < VE / 4; ++q) {
+          const float4 v = bp[q];
+          bj[k][4 * q + 0] = v.x, bj[k][4 * q + 1] = v.y, bj[k][4 * q + 2] = v.z, bj[k][4 * q + 3] = v.w;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float sx = x_s[xrow[u] + j];
+#pragma unroll
+        for (int k = 0; k < KV; ++k)
+#pragma unroll
+          for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx, bj[k][e], acc[u][k][e]);
+      }
+    }
+  }
+
+  // The rows of iteration it back to the state, in its dtype.
+  __device__ __forceinline__ void store(int it, const float (&acc)[U][KV][VE]) const {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int pl = row_of(it, u);
+      if (pl < plen) {
+#pragma unroll
+        for (int k = 0; k < KV; ++k) store_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), V::pack(acc[u][k]), aligned);
+      }
+    }
+  }
+};
 
 // dt -> delta: bias, then softplus20 (log1p(exp(v)), or v itself above 20) when asked.
 __device__ __forceinline__ float make_delta(float dt, const float* dt_bias, int h, bool softplus) {

@@ -1,0 +1,518 @@
+// The Gated DeltaNet window kernel: rows of 1 <= n <= T packed tokens (cu_seqlens). One template
+// serves the speculative verify (replay form) and the varlen snapshot form of the classic state
+// update (the spec baseline).
+//
+// Work split and state stream as in rows_kernel.cuh: a CTA owns (row, v-head, tile of tile_rows
+// state rows), S streams global -> shared by cp.async in kStages chunk buffers, a state row is
+// spread over kLanes = K/16 lanes (16 elements each). The window's q̂_i and k̂_i (fp32, L2
+// normalised) and v_i[tile rows] sit in shared memory, so every row group can take the dot
+// products of its state row with all of them.
+//
+// Spec verify, per row (docs/contract.md; G_i the window-local inclusive cumsum of g):
+//   S_base = e^Gh S0 + sum_j e^(Gh - Gh_j) u_j k_j^T over the history (flush rows: S0 <- S_base,
+//            the only state write, and the history is then empty);
+//   (I + A) U = R,  A[i,j] = beta_i e^(G_i - G_j) k̂_i.k̂_j (i > j),
+//                   R[i]   = beta_i (v_i - e^G_i S_base k̂_i);
+//   y_i = e^G_i S_base q̂_i + sum_{j<=i} e^(G_i - G_j) (k̂_j.q̂_i) u_j;
+//   u_i, k̂_i, g_i appended to the ring at logical hist + i.
+// S_base k̂_i and S_base q̂_i for all i come from one pass over S0: non-flush rows add the history
+// terms e^Gh (S0 k̂_i) + sum_j e^(Gh-Gh_j) (k_j.k̂_i) u_j (never forming S_base); flush rows fold
+// the chunk in shared memory first. The solve is forward substitution over <= kMaxSpecTokens
+// rows, per state row, in registers: no sequential state loop.
+//
+// Snapshot state update, per row: S = state[slots[r]] in registers; for each token i
+// S <- e^g_i S, u = beta_i (v_i - S k̂_i), S += u k̂_i, y_i = S q̂_i, and the state after token i is
+// written to state[snapshot_slots[r, i]] (a padding id there: no write).
+#pragma once
+
+#include "replayssm/gdn/rows_kernel.cuh"
+
+namespace replayssm::gdn {
+
+enum class WindowMode { kSpecVerify, kSnapshotUpdate };
+
+// The most tokens a spec-verify row may hold: the solve keeps one u_i per token in registers.
+constexpr int kMaxSpecTokens = 8;
+
+// Shared memory of the window kernel, in floats; every section starts on a 16-byte boundary.
+// T = max_tokens sizes the per-token sections.
+struct WindowSmem {
+  // [0, ring_k_raw): the cp.async stage buffers of the state stream.
+  int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, win_k, win_q, win_v, sk, sq, tok, pair, scalars,
+      target, ring_c, total;
+};
+
+__host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T, int tile_rows, int K,
+                                                  int state_bytes, int act_bytes) {
+  const int R = spec ? ring_len : 0;
+  const int TT = round4(T * T);
+  WindowSmem s{};
+  int at = kStages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
+  s.ring_k_raw = at, at += round4(R * K * act_bytes / 4);          // history k_j as stored (act)
+  s.ring_u_raw = at, at += round4(R * tile_rows * act_bytes / 4);  // history u_j[tile rows] (act)
+  s.ring_g = at, at += round4(R);                                  // history g_j
+  s.weight = at, at += round4(R);                                  // e^(Gh - Gh_j)
+  s.coef_k = at, at += round4(R * T);                              // [j][i] k_j . k̂_i
+  s.coef_q = at, at += round4(R * T);                              // [j][i] k_j . q̂_i
+  s.win_k = at, at += T * K;                                       // [i][K] k̂_i (fp32)
+  s.win_q = at, at += T * K;                                       // [i][K] q̂_i (fp32)
+  s.win_v = at, at += round4(T * tile_rows);                       // [i][tile rows] v_i
+  s.sk = at, at += round4(T * tile_rows);  // spec: [i][rows] S_base k̂_i; snapshot: y_i
+  s.sq = at, at += spec ? round4(T * tile_rows) : 0;               // spec: [i][rows] S_base q̂_i
+  s.tok = at, at += 4 * round4(T);   // per token: g, beta, e^g, e^G (window-local inclusive)
+  s.pair = at, at += 5 * TT;         // [i][j]: e^(G_i - G_j), k̂_i.k̂_j, k̂_j.q̂_i, A, e^(G_i-G_j) k̂_j.q̂_i
+  s.scalars = at, at += 4;           // [0] = e^Gh
+  s.target = at, at += round4(T);    // snapshot slots (int32)
+  s.ring_c = at, at += R * tile_rows;  // e^(Gh - Gh_j) u_j[v] as fp32, [R][tile rows] (flush rows)
+  s.total = at;
+  return s;
+}
+
+template <WindowMode WM, int K, typename ST, typename AT>
+__global__ void __launch_bounds__(kThreads, 4)
+    gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
+  constexpr bool kSpec = WM == WindowMode::kSpecVerify;
+  constexpr int kVec = 16 / static_cast<int>(sizeof(ST));  // state elements per 16-byte access
+  constexpr int kLanes = K / 16;                           // lanes sharing one state row
+  constexpr int kElems = 16;                               // state elements per lane and row
+  constexpr int kChunks = kElems / kVec;                   // 16-byte accesses per lane and row
+  constexpr int kRowsPerWarp = 32 / kLanes;
+  constexpr int kGroupsPerCta = kWarps * kRowsPerWarp;
+  constexpr int kPerLane = K / 32;  // elements of a token vector per lane (window preparation)
+  static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
+  static_assert(kVec % 4 == 0, "window vectors are read as float4 at the state columns");
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int sub = lane % kLanes;  // lane within its row group
+  const int grp = lane / kLanes;  // row group within the warp
+
+  const int tile = blockIdx.x % tiles;
+  const int head_row = blockIdx.x / tiles;
+  const int hv = head_row % p.HV;
+  const int row = head_row / p.HV;
+  const int32_t slot = p.slots[row];
+  if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  const int T = p.max_tokens;
+  const int tok0 = p.cu_seqlens[row];
+  const int n = p.cu_seqlens[row + 1] - tok0;
+  // Outside the contract (only a caller bug produces it; checking would need a host sync): skipped.
+  if (n < 1 || n > T || (kSpec && n > kMaxSpecTokens)) return;
+  const int h = hv / (p.HV / p.H);
+  const int R = p.ring_len;
+  const int V = p.V;
+
+  int nh = 0, start = 0;  // history length and ring start (spec)
+  bool fold = false;
+  if constexpr (kSpec) {
+    nh = p.hist[slot];
+    start = p.start[slot];
+    fold = p.flush[slot] != 0;
+    // Commit keeps hist + n <= R and start in [0, R); a row whose cursors break that (which only
+    // memory corruption produces) writes nothing rather than addressing outside the ring.
+    if (nh < 0 || nh + n > R || start < 0 || start >= R) return;
+    if (nh == 0) fold = false;  // folding an empty history rewrites S0 unchanged
+  }
+
+  // This lane's state elements of a row: chunk c, element e -> column kVec * (c * kLanes + sub) + e.
+  auto col = [&](int c) { return kVec * (c * kLanes + sub); };
+  // This lane's 16 elements of a fp32 window vector in shared memory, at the state columns.
+  auto load_cols = [&](const float* vec, float* out) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int e = 0; e < kVec; e += 4) {
+        const float4 w = *reinterpret_cast<const float4*>(vec + col(c) + e);
+        out[c * kVec + e] = w.x, out[c * kVec + e + 1] = w.y, out[c * kVec + e + 2] = w.z, out[c * kVec + e + 3] = w.w;
+      }
+    }
+  };
+
+  const int v0 = tile * tile_rows;
+  const int64_t head_off = static_cast<int64_t>(hv) * V * K;
+  ST* const state_head = static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + head_off;
+  extern __shared__ __align__(16) float smem[];
+  const int rows_per_stage = stage_rows(tile_rows, K, static_cast<int>(sizeof(ST)));
+  const int num_chunks = tile_rows / rows_per_stage;
+  const int groups_per_stage = rows_per_stage / kRowsPerWarp;
+  ST* const stage_base = reinterpret_cast<ST*>(smem);
+  // Chunk c of the tile into buffer c % kStages; every thread commits a group, empty or not, so
+  // the group counts stay uniform.
+  auto issue_chunk = [&](int c) {
+    if (c < num_chunks) {
+      constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
+      const int pieces = rows_per_stage * K / kPer16;
+      const ST* src = state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K;
+      ST* dst = stage_base + (c % kStages) * rows_per_stage * K;
+      for (int i = threadIdx.x; i < pieces; i += kThreads) cp_async16(dst + i * kPer16, src + i * kPer16);
+    }
+    cp_async_commit();
+  };
+  const WindowSmem lay = window_smem(kSpec, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
+                                     static_cast<int>(sizeof(AT)));
+  AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
+  AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
+  float* const s_ring_g = smem + lay.ring_g;
+  float* const s_weight = smem + lay.weight;
+  float* const s_coef_k = smem + lay.coef_k;
+  float* const s_coef_q = smem + lay.coef_q;
+  float* const s_win_k = smem + lay.win_k;
+  float* const s_win_q = smem + lay.win_q;
+  float* const s_win_v = smem + lay.win_v;
+  float* const s_sk = smem + lay.sk;
+  float* const s_sq = smem + lay.sq;
+  const int T4 = round4(T);
+  float* const s_g = smem + lay.tok;
+  float* const s_beta = s_g + T4;
+  float* const s_eg = s_beta + T4;       // e^g_i
+  float* const s_eG = s_eg + T4;         // e^G_i
+  const int TT = round4(T * T);
+  float* const s_decay = smem + lay.pair;  // [i * T + j] e^(G_i - G_j), j <= i
+  float* const s_kk = s_decay + TT;        // [i * T + j] k̂_i . k̂_j, j < i
+  float* const s_kq = s_kk + TT;           // [i * T + j] k̂_j . q̂_i, j <= i
+  float* const s_amat = s_kq + TT;         // [i * T + j] A[i, j], j < i
+  float* const s_dmat = s_amat + TT;       // [i * T + j] e^(G_i - G_j) k̂_j . q̂_i, j <= i
+  float* const s_scalars = smem + lay.scalars;
+  int32_t* const s_target = reinterpret_cast<int32_t*>(smem + lay.target);
+  float* const s_ring_c = smem + lay.ring_c;
+
+  // ---- loads: the ring entries (cp.async group 0, empty for the snapshot form), the first state
+  // chunks (groups 1 .. kStages - 1), then the window's tokens with ordinary loads.
+  if constexpr (kSpec) {
+    const AT* ring_k = static_cast<const AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
+                       static_cast<int64_t>(h) * R * K;
+    const AT* ring_u = static_cast<const AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
+                       static_cast<int64_t>(hv) * R * V + v0;
+    const float* ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
+    constexpr int kPer16 = 16 / static_cast<int>(sizeof(AT));
+    const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
+    for (int i = threadIdx.x; i < nh * k_pieces; i += kThreads) {
+      const int j = i / k_pieces, c = i % k_pieces;
+      cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index(start, j, R)) * K + c * kPer16);
+    }
+    for (int i = threadIdx.x; i < nh * u_pieces; i += kThreads) {
+      const int j = i / u_pieces, c = i % u_pieces;
+      cp_async16(s_ring_u_raw + j * tile_rows + c * kPer16,
+                 ring_u + static_cast<int64_t>(ring_index(start, j, R)) * V + c * kPer16);
+    }
+    for (int j = threadIdx.x; j < nh; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index(start, j, R));
+  }
+  cp_async_commit();
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) issue_chunk(c);
+
+  // q̂_i and k̂_i: warp w takes tokens w, w + kWarps, ...; lane l holds elements l + 32 e.
+  for (int i = warp; i < n; i += kWarps) {
+    const int64_t tok = tok0 + i;
+    const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
+    const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
+    float qv[kPerLane], kv[kPerLane];
+    float sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      qv[e] = Elem<AT>::to_f32(qrow[lane + 32 * e]);
+      kv[e] = Elem<AT>::to_f32(krow[lane + 32 * e]);
+      sq += qv[e] * qv[e], sk += kv[e] * kv[e];
+    }
+    float qscale = p.scale, kscale = 1.f;
+    if (p.qk_l2norm) {
+      sq = group_sum<32>(sq);
+      sk = group_sum<32>(sk);
+      qscale /= sqrtf(sq + 1e-6f);
+      kscale = 1.f / sqrtf(sk + 1e-6f);
+    }
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
+      s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
+    }
+  }
+  // Gates, and the snapshot targets.
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const int64_t tok = tok0 + i;
+    const float a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv]);
+    const float b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv]);
+    const float dt = a_in + (p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f);
+    const float g = -expf(p.A_log[hv]) * softplus20(dt);
+    s_g[i] = g;
+    s_beta[i] = 1.f / (1.f + expf(-b_in));
+    s_eg[i] = expf(g);
+    if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
+  }
+  for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
+    const int i = idx / tile_rows, vl = idx % tile_rows;
+    s_win_v[idx] = Elem<AT>::to_f32(
+        static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv) * V + v0 + vl]);
+  }
+  cp_async_wait<kStages - 1>();  // group 0: the ring entries
+  __syncthreads();
+
+  float eGh = 1.f;
+  if constexpr (kSpec) {
+    // Window decays from direct partial sums of g (not differences of the cumsum).
+    for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
+      const int i = idx / n, j = idx % n;
+      if (j <= i) {
+        float sum = 0.f;
+        for (int l = j + 1; l <= i; ++l) sum += s_g[l];
+        s_decay[i * T + j] = expf(sum);
+      }
+    }
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      float sum = 0.f;
+      for (int l = 0; l <= i; ++l) sum += s_g[l];
+      s_eG[i] = expf(sum);
+    }
+    if (warp == 0) {
+      // History weights e^(Gh - Gh_j) = exp(sum_{l > j} g_l): exclusive suffix sums, last chunk of
+      // 32 first (as in rows_kernel.cuh: accurate to the recent entries' own magnitude).
+      float carry = 0.f;
+      for (int base = ((nh - 1) / 32) * 32; base >= 0; base -= 32) {
+        const int j = base + lane;
+        float x = j + 1 < nh ? s_ring_g[j + 1] : 0.f;
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) {
+          const float y = __shfl_down_sync(0xffffffffu, x, off);
+          if (lane + off < 32) x += y;
+        }
+        x += carry;
+        if (j < nh) s_weight[j] = expf(fminf(x, 0.f));
+        carry = __shfl_sync(0xffffffffu, x, 0);
+        if (lane == 0 && base == 0) s_scalars[0] = expf(nh > 0 ? x + s_ring_g[0] : 0.f);  // e^Gh
+      }
+    }
+    // Window dot products, one row group per pair (i, j), j <= i; warp-uniform trip count, as the
+    // group sums need every lane of the warp.
+    for (int pb = warp * kRowsPerWarp; pb < n * n; pb += kGroupsPerCta) {
+      const int pi = pb + grp;
+      int i = pi / n, j = pi % n;
+      const bool live = pi < n * n && j <= i;
+      if (!live) i = 0, j = 0;
+      float ki[kElems], kj[kElems], qi[kElems];
+      load_cols(s_win_k + i * K, ki);
+      load_cols(s_win_k + j * K, kj);
+      load_cols(s_win_q + i * K, qi);
+      float kk = 0.f, kq = 0.f;
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) kk += ki[e] * kj[e], kq += kj[e] * qi[e];
+      kk = group_sum<kLanes>(kk);
+      kq = group_sum<kLanes>(kq);
+      if (sub == 0 && live) s_kk[i * T + j] = kk, s_kq[i * T + j] = kq;
+    }
+    // History dot products k_j . k̂_i and k_j . q̂_i (non-flush rows), one row group per entry.
+    if (!fold) {
+      for (int jb = warp * kRowsPerWarp; jb < nh; jb += kGroupsPerCta) {
+        const int j = jb + grp;
+        const bool live = j < nh;
+        float kj[kElems];
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          if (live) {
+            load_f32<AT, kVec>(s_ring_k_raw + j * K + col(c), &kj[c * kVec]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) kj[c * kVec + e] = 0.f;
+          }
+        }
+        for (int i = 0; i < n; ++i) {
+          float wv[kElems];
+          load_cols(s_win_k + i * K, wv);
+          float dk = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) dk += kj[e] * wv[e];
+          load_cols(s_win_q + i * K, wv);
+          float dq = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) dq += kj[e] * wv[e];
+          dk = group_sum<kLanes>(dk);
+          dq = group_sum<kLanes>(dq);
+          if (sub == 0 && live) s_coef_k[j * T + i] = dk, s_coef_q[j * T + i] = dq;
+        }
+      }
+    }
+    __syncthreads();
+    eGh = s_scalars[0];
+
+    // The solve's matrices; the fold coefficients (flush rows) or the history terms (non-flush
+    // rows) per tile row. The state stream's first barrier publishes them.
+    for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
+      const int i = idx / n, j = idx % n;
+      if (j < i) s_amat[i * T + j] = s_beta[i] * s_decay[i * T + j] * s_kk[i * T + j];
+      if (j <= i) s_dmat[i * T + j] = s_decay[i * T + j] * s_kq[i * T + j];
+    }
+    if (fold) {
+      for (int idx = threadIdx.x; idx < nh * tile_rows; idx += kThreads)
+        s_ring_c[idx] = s_weight[idx / tile_rows] * Elem<AT>::to_f32(s_ring_u_raw[idx]);
+    } else {
+      for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
+        const int i = idx / tile_rows, vl = idx % tile_rows;
+        float hk = 0.f, hq = 0.f;
+        for (int j = 0; j < nh; ++j) {
+          const float wu = s_weight[j] * Elem<AT>::to_f32(s_ring_u_raw[j * tile_rows + vl]);
+          hk += s_coef_k[j * T + i] * wu;
+          hq += s_coef_q[j * T + i] * wu;
+        }
+        s_sk[idx] = hk;
+        s_sq[idx] = hq;
+      }
+    }
+  }
+
+  // ---- the state stream: chunk c waits for its cp.async group, the barrier publishes it (and
+  // frees the buffer of chunk c - 1, which chunk c + kStages - 1 then refills).
+  for (int chunk = 0; chunk < num_chunks; ++chunk) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    issue_chunk(chunk + kStages - 1);
+    ST* const buf = stage_base + (chunk % kStages) * rows_per_stage * K;
+    if (kSpec && fold) {
+      // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory, column by
+      // column (the fold of rows_kernel.cuh).
+      constexpr int kColsPerThread = K > kThreads ? K / kThreads : 1;
+      constexpr int kRowSplit = K < kThreads ? kThreads / K : 1;  // threads sharing a column
+      const int rows_per_thread = rows_per_stage / kRowSplit;     // a multiple of 8
+      const int col0 = K < kThreads ? threadIdx.x % K : threadIdx.x;
+      const int row0 = K < kThreads ? (threadIdx.x / K) * rows_per_thread : 0;
+#pragma unroll
+      for (int cc = 0; cc < kColsPerThread; ++cc) {
+        const int cidx = col0 + cc * kThreads;
+        for (int rb = row0; rb < row0 + rows_per_thread; rb += 8) {
+          float x[8];
+#pragma unroll
+          for (int r = 0; r < 8; ++r) x[r] = eGh * Elem<ST>::to_f32(buf[(rb + r) * K + cidx]);
+          const float* cbase = s_ring_c + chunk * rows_per_stage + rb;
+#pragma unroll 2
+          for (int j = 0; j < nh; ++j) {
+            const float kj = Elem<AT>::to_f32(s_ring_k_raw[j * K + cidx]);
+            const float4 c0 = *reinterpret_cast<const float4*>(cbase + j * tile_rows);
+            const float4 c1 = *reinterpret_cast<const float4*>(cbase + j * tile_rows + 4);
+            x[0] += c0.x * kj, x[1] += c0.y * kj, x[2] += c0.z * kj, x[3] += c0.w * kj;
+            x[4] += c1.x * kj, x[5] += c1.y * kj, x[6] += c1.z * kj, x[7] += c1.w * kj;
+          }
+#pragma unroll
+          for (int r = 0; r < 8; ++r) buf[(rb + r) * K + cidx] = Elem<ST>::from_f32(x[r]);
+        }
+      }
+      __syncthreads();  // the row groups below read other threads' columns
+    }
+    for (int gi = warp; gi < groups_per_stage; gi += kWarps) {  // warp-uniform
+      const int rr = gi * kRowsPerWarp + grp;    // row within the chunk
+      const int vl = chunk * rows_per_stage + rr;  // row within the tile
+      float s[kElems];
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const uint4 w = *reinterpret_cast<const uint4*>(buf + rr * K + col(c));
+        constexpr int kPer = Elem<ST>::kPerWord;
+        Elem<ST>::unpack(w.x, &s[c * kVec]);
+        Elem<ST>::unpack(w.y, &s[c * kVec + kPer]);
+        Elem<ST>::unpack(w.z, &s[c * kVec + 2 * kPer]);
+        Elem<ST>::unpack(w.w, &s[c * kVec + 3 * kPer]);
+      }
+      const int64_t row_off = static_cast<int64_t>(v0 + vl) * K;
+
+      if constexpr (kSpec) {
+        if (fold) {
+          // The folded chunk is the new checkpoint (the only state write of a verify step).
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) store_state16(state_head + row_off + col(c), &s[c * kVec]);
+        }
+        for (int i = 0; i < n; ++i) {
+          float wv[kElems];
+          load_cols(s_win_k + i * K, wv);
+          float dk = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) dk += s[e] * wv[e];
+          load_cols(s_win_q + i * K, wv);
+          float dq = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) dq += s[e] * wv[e];
+          dk = group_sum<kLanes>(dk);
+          dq = group_sum<kLanes>(dq);
+          if (sub == 0) {
+            // S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise e^Gh S0 + history.
+            const int idx = i * tile_rows + vl;
+            if (fold) {
+              s_sk[idx] = dk, s_sq[idx] = dq;
+            } else {
+              s_sk[idx] = eGh * dk + s_sk[idx], s_sq[idx] = eGh * dq + s_sq[idx];
+            }
+          }
+        }
+      } else {
+        for (int i = 0; i < n; ++i) {
+          const float eg = s_eg[i];
+          float wv[kElems];
+          load_cols(s_win_k + i * K, wv);
+          float dk = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) s[e] *= eg, dk += s[e] * wv[e];
+          dk = group_sum<kLanes>(dk);
+          const float uu = s_beta[i] * (s_win_v[i * tile_rows + vl] - dk);
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) s[e] += uu * wv[e];
+          load_cols(s_win_q + i * K, wv);
+          float dq = 0.f;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) dq += s[e] * wv[e];
+          dq = group_sum<kLanes>(dq);
+          if (sub == 0) s_sk[i * tile_rows + vl] = dq;  // y_i
+          const int32_t target = s_target[i];
+          if (slot_is_live(target, p.null_slot, p.num_slots)) {
+            ST* const dst =
+                static_cast<ST*>(p.state) + static_cast<int64_t>(target) * p.state_slot_stride + head_off + row_off;
+#pragma unroll
+            for (int c = 0; c < kChunks; ++c) store_state16(dst + col(c), &s[c * kVec]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- outputs and ring appends.
+  AT* const out = static_cast<AT*>(p.out) + static_cast<int64_t>(hv) * V + v0;
+  if constexpr (kSpec) {
+    AT* const ring_u = static_cast<AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
+                       static_cast<int64_t>(hv) * R * V + v0;
+    // The solve, per tile row: forward substitution u_i = R_i - sum_{j<i} A[i,j] u_j.
+    for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
+      float u[kMaxSpecTokens];
+#pragma unroll
+      for (int i = 0; i < kMaxSpecTokens; ++i) {
+        if (i < n) {
+          const int idx = i * tile_rows + vl;
+          float r = s_beta[i] * (s_win_v[idx] - s_eG[i] * s_sk[idx]);
+#pragma unroll
+          for (int j = 0; j < i; ++j) r -= s_amat[i * T + j] * u[j];
+          u[i] = r;
+          float y = s_eG[i] * s_sq[idx];
+#pragma unroll
+          for (int j = 0; j <= i; ++j) y += s_dmat[i * T + j] * u[j];
+          out[(tok0 + i) * p.out_row_stride + vl] = Elem<AT>::from_f32(y);
+          ring_u[static_cast<int64_t>(ring_index(start, nh + i, R)) * V + vl] = Elem<AT>::from_f32(r);
+        }
+      }
+    }
+    if (tile == 0) {
+      float* const ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
+      for (int i = threadIdx.x; i < n; i += kThreads) ring_g[ring_index(start, nh + i, R)] = s_g[i];
+      // k̂ is shared by the v-heads of a k-group: the group's first v-head appends it.
+      if (hv % (p.HV / p.H) == 0) {
+        AT* const ring_k = static_cast<AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
+                           static_cast<int64_t>(h) * R * K;
+        for (int idx = threadIdx.x; idx < n * K; idx += kThreads) {
+          const int i = idx / K, e = idx % K;
+          ring_k[static_cast<int64_t>(ring_index(start, nh + i, R)) * K + e] = Elem<AT>::from_f32(s_win_k[idx]);
+        }
+      }
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
+      const int i = idx / tile_rows, vl = idx % tile_rows;
+      out[(tok0 + i) * p.out_row_stride + vl] = Elem<AT>::from_f32(s_sk[idx]);
+    }
+  }
+}
+
+}  // namespace replayssm::gdn

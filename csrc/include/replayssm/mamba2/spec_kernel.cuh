@@ -1,0 +1,301 @@
+// The Mamba-2 speculative-verify kernel (mamba2_spec_verify): n <= T window tokens per row, the
+// checkpoint streamed once for all n outputs.
+//
+// One CTA = one (row, head, chunk of P), as in the replay kernel (replay_kernel.cuh), whose state
+// stream (TileStream of tile.cuh: 16-byte vectors, one iteration's loads in flight, the fold's
+// rank update, the state write) this kernel shares. With the row's entries numbered 0 .. hist+n-1
+// (the hist ring entries in logical order, then the n window tokens; window token i is entry
+// hist+i) and e0 = hist on flush rows, 0 otherwise (entries below e0 are folded into the state
+// tile, the rest are replayed per output):
+//   acc      = c0 * S0 + sum_{j < e0} s_j x_j[p] B_j[n]          (flush rows: the fold; else acc = S0)
+//   state    = acc                                              (flush rows only, the only state write)
+//   y_i[p]   = c1_i * (acc . C_i) + sum_{e0 <= k <= hist+i} w_ik (B_k . C_i) x_k[p] + D x_i[p]
+// with, for the decay exponents, sums over consecutive entries only (never total - prefix):
+//   c0 = exp(A sum_{m < hist} d_m),  s_j = d_j exp(A sum_{j < m < hist} d_m),
+//   c1_i = exp(A sum_{e0 <= m <= hist+i} d_m),  w_ik = d_k exp(A sum_{k < m <= hist+i} d_m).
+// This is replayssm_ext/reference.py::mamba2_spec_verify (which steps a formed state through the
+// window) in closed form: equal up to rounding, and no state is formed on non-flush rows.
+//
+// Each state row meets all kT C vectors while it is in registers: kT dot products per row, reduced
+// across the row's lanes with RowLayout::row_sums (about kT + log2(lanes) shuffles, not kT log2).
+//
+// Tensor cores: the small products of this kernel -- B_k . C_i (entries x window, <= (B+T) x T per
+// group), the per-p replay sum sum_k (w_ik B_k.C_i) x_k[p] ((P x (B+T)) . ((B+T) x T) per head), the
+// fold's X^T (s B) (rank-hist update of a P x N tile) and the kT dot products per state row
+// (the (P x N) . (N x T) product against the streamed state) -- are all small GEMMs that would go
+// to mma.sync (tf32 / bf16 with an fp32 accumulator) in a later version; this first version keeps
+// them on the CUDA cores.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "replayssm/common/cursor.h"
+#include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/tile.cuh"
+
+namespace replayssm::mamba2 {
+
+// Shared memory of one spec CTA, in floats: B_k (fp32) [R][N], x_k / s_k x_k [p_chunk][odd(R)],
+// delta_k and the fold weights s_k [R] each, the output weights w_ik and B_k.C_i [kT][R] each, c1_i
+// [kT], the state dot products and the additive output terms [kT][p_chunk] each.
+struct SpecSmem {
+  int b, x, ldx, delta, fold_w, w, bc, c1, dot, hterm, total;
+  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT) {
+    ldx = odd_stride(R);
+    b = 0;
+    x = b + R * N;
+    delta = x + p_chunk * ldx;
+    fold_w = delta + R;
+    w = fold_w + R;
+    bc = w + kT * R;
+    c1 = bc + kT * R;
+    dot = c1 + kT;
+    hterm = dot + kT * p_chunk;
+    total = hterm + kT * p_chunk;
+  }
+};
+
+// Sum of d[lo .. hi-1], in ascending order (a decay exponent over consecutive entries).
+__device__ __forceinline__ float sum_entries(const float* d, int lo, int hi) {
+  float s = 0.f;
+  for (int m = lo; m < hi; ++m) s += d[m];
+  return s;
+}
+
+template <typename Act, typename St, int N, int kWarps, int kT>
+__global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
+  using L = RowLayout<St, N>;
+  using Stream = TileStream<St, N, kWarps>;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int U = Stream::U;
+  constexpr int KV = Stream::KV;
+  constexpr int VE = Stream::VE;
+  constexpr int kRowsPerIter = Stream::kRowsPerIter;
+  constexpr int kKept = L::template kept_sums<kT>();
+  static_assert(kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0, "kT: a power of two up to kMaxSpecTokens");
+
+  extern __shared__ __align__(16) float smem[];
+  const ReplayParams& p = sp.replay;
+
+  const int H = p.geo.H, P = p.geo.P, G = p.geo.G;
+  const int num_chunks = (P + p_chunk - 1) / p_chunk;
+  int bid = blockIdx.x;
+  const int chunk = bid % num_chunks;
+  bid /= num_chunks;
+  const int h = bid % H;
+  const int row = bid / H;
+  const int g = h / (H / G);
+  const int p0 = chunk * p_chunk;
+  const int plen = min(p_chunk, P - p0);
+
+  const int32_t slot = p.slots[row];
+  if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int lr = lane % L::kLanesPerRow;  // lane within its row
+  const int rw = lane / L::kLanesPerRow;  // row within the warp's load
+
+  // First state loads go out before anything else: they depend on the slot only.
+  St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
+  const Stream stream{S, plen, warp, rw, lr, p.state_vec_aligned};
+  uint4 raw[U][KV];
+  stream.load(0, raw);
+
+  const int R = p.ring_len;
+  const int hist = p.hist[slot];
+  const int start = p.start[slot];
+  const bool flush = p.flush[slot] != 0;
+  const int t0 = sp.cu_seqlens[row];
+  const int n = sp.cu_seqlens[row + 1] - t0;
+  // Values outside the contract (only a caller bug makes them; the CUDA path cannot check them
+  // without a host sync): the row is skipped like an out-of-range slot.
+  if (hist < 0 || start < 0 || start >= R || n < 1 || n > sp.max_tokens || n > kT || hist > R - n || t0 < 0 ||
+      static_cast<int64_t>(t0) + n > sp.num_tokens)
+    return;
+
+  const SpecSmem lay(R, p_chunk, N, kT);
+  float* const b_s = smem + lay.b;
+  float* const x_s = smem + lay.x;
+  float* const delta_s = smem + lay.delta;
+  float* const fold_w_s = smem + lay.fold_w;
+  float* const w_s = smem + lay.w;      // [i][k], row stride R
+  float* const bc_s = smem + lay.bc;    // [i][k], row stride R
+  float* const c1_s = smem + lay.c1;
+  float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
+  float* const hterm_s = smem + lay.hterm;  // [i][pl], row stride p_chunk
+  const int ldx = lay.ldx;
+
+  const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
+  const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+  const float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
+  const float A = p.layer.A[h];
+
+  // Window token i of this row is token t0 + i of the packed inputs.
+  const Act* const x_in = reinterpret_cast<const Act*>(p.tok.x) + static_cast<int64_t>(t0) * p.tok.x_stride + h * P;
+  const Act* const B_in = reinterpret_cast<const Act*>(p.tok.B) + static_cast<int64_t>(t0) * p.tok.B_stride + g * N;
+  const Act* const C_in = reinterpret_cast<const Act*>(p.tok.C) + static_cast<int64_t>(t0) * p.tok.C_stride + g * N;
+  const Act* const dt_in = reinterpret_cast<const Act*>(p.tok.dt) + static_cast<int64_t>(t0) * p.tok.dt_stride + h;
+  auto token_delta = [&](int i) {
+    return make_delta(to_float(dt_in[static_cast<int64_t>(i) * p.tok.dt_stride]), p.layer.dt_bias, h, p.layer.dt_softplus);
+  };
+
+  // Stage the hist ring entries (logical order), then the n window tokens.
+  const int n_ent = hist + n;
+  for (int j = tid; j < n_ent; j += kThreads) delta_s[j] = j < hist ? ring_dt[ring_index(start, j, R)] : token_delta(j - hist);
+  for (int e = tid; e < n_ent * N; e += kThreads) {
+    const int j = e / N, nn = e % N;
+    b_s[e] = to_float(j < hist ? ring_B[static_cast<int64_t>(ring_index(start, j, R)) * N + nn]
+                               : B_in[static_cast<int64_t>(j - hist) * p.tok.B_stride + nn]);
+  }
+  for (int e = tid; e < n_ent * plen; e += kThreads) {
+    const int j = e / plen, pl = e - j * plen;
+    x_s[pl * ldx + j] = to_float(j < hist ? ring_x[static_cast<int64_t>(ring_index(start, j, R)) * P + p0 + pl]
+                                          : x_in[static_cast<int64_t>(j - hist) * p.tok.x_stride + p0 + pl]);
+  }
+
+  // C of every window token for this lane's n indices (zero past n: those sums are never written).
+  float c_reg[kT][KV][VE];
+#pragma unroll
+  for (int i = 0; i < kT; ++i)
+#pragma unroll
+    for (int k = 0; k < KV; ++k)
+#pragma unroll
+      for (int e = 0; e < VE; ++e)
+        c_reg[i][k][e] = i < n ? to_float(C_in[static_cast<int64_t>(i) * p.tok.C_stride + L::n_of(lr, k, e)]) : 0.f;
+
+  // The window's ring entries at logical hist .. hist+n-1 (after the history, folded or not).
+  // Nothing in this launch reads those positions: history reads are at logical < hist, the window
+  // is staged from the inputs, and hist + n <= R keeps the two apart.
+  {
+    Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
+    for (int e = tid; e < n * plen; e += kThreads) {
+      const int i = e / plen, pl = e - i * plen;
+      rx[static_cast<int64_t>(ring_index(start, hist + i, R)) * P + p0 + pl] = x_in[static_cast<int64_t>(i) * p.tok.x_stride + p0 + pl];
+    }
+    if (chunk == 0) {
+      float* const rdt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
+      for (int i = tid; i < n; i += kThreads) rdt[ring_index(start, hist + i, R)] = token_delta(i);
+      if (h % (H / G) == 0) {  // one head per group writes the group's B
+        Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+        for (int e = tid; e < n * N; e += kThreads) {
+          const int i = e / N, nn = e % N;
+          rb[static_cast<int64_t>(ring_index(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Decay weights (see the header comment), every exponent a sum over consecutive entries.
+  const int e0 = flush ? hist : 0;
+  if (flush)
+    for (int j = tid; j < hist; j += kThreads) fold_w_s[j] = delta_s[j] * expf(A * sum_entries(delta_s, j + 1, hist));
+  const float c0 = flush ? expf(A * sum_entries(delta_s, 0, hist)) : 1.f;
+  for (int e = tid; e < n * n_ent; e += kThreads) {
+    const int i = e / n_ent, k = e - i * n_ent;
+    const int last = hist + i;  // window token i is entry hist + i
+    w_s[i * R + k] = (k >= e0 && k <= last) ? delta_s[k] * expf(A * sum_entries(delta_s, k + 1, last + 1)) : 0.f;
+  }
+  for (int i = tid; i < n; i += kThreads) c1_s[i] = expf(A * sum_entries(delta_s, e0, hist + i + 1));
+
+  // B_k . C_i for the replayed entries k >= e0 and every token: kRowsPerWarp entries per warp pass.
+  for (int jb = e0 + warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
+    const int j = jb + rw;
+    float part[kT];
+#pragma unroll
+    for (int i = 0; i < kT; ++i) part[i] = 0.f;
+    if (j < n_ent) {
+#pragma unroll
+      for (int k = 0; k < KV; ++k) {
+        const float* bp = b_s + j * N + L::n_of(lr, k, 0);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+          const float b = bp[e];
+#pragma unroll
+          for (int i = 0; i < kT; ++i) part[i] = fmaf(b, c_reg[i][k][e], part[i]);
+        }
+      }
+    }
+    L::template row_sums<kT>(part, lr);
+    if (j < n_ent && L::template sum_holder<kT>(lr)) {
+      const int first = L::template first_sum<kT>(lr);
+#pragma unroll
+      for (int m = 0; m < kKept; ++m)
+        if (first + m < n) bc_s[(first + m) * R + j] = part[m];
+    }
+  }
+  __syncthreads();
+
+  // The replayed entries' output terms, and the fold's left factor s_j x_j[p] (flush rows; those
+  // are entries < e0, disjoint from the replayed ones read here).
+  const float D = p.layer.D != nullptr ? p.layer.D[h] : 0.f;
+  for (int e = tid; e < n * plen; e += kThreads) {
+    const int i = e / plen, pl = e - i * plen;
+    const float* const xr = x_s + pl * ldx;
+    const int last = hist + i;
+    float ht = D * xr[last];
+    for (int k = e0; k <= last; ++k) ht = fmaf(w_s[i * R + k] * bc_s[i * R + k], xr[k], ht);
+    hterm_s[i * p_chunk + pl] = ht;
+  }
+  if (flush)
+    for (int e = tid; e < plen * hist; e += kThreads) {
+      const int pl = e / hist, j = e - pl * hist;
+      x_s[pl * ldx + j] *= fold_w_s[j];
+    }
+  __syncthreads();
+
+  const int n_upd = flush ? hist : 0;
+  const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
+  const bool holder = L::template sum_holder<kT>(lr);
+  const int first = L::template first_sum<kT>(lr);
+  const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
+  for (int it = 0; it < iters; ++it) {
+    uint4 next[U][KV];
+    if (it + 1 < iters) stream.load(it + 1, next);
+
+    float acc[U][KV][VE];
+    Stream::unpack_scaled(raw, c0, acc);
+    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_s, x_s, ldx, acc);
+    if (write_state) stream.store(it, acc);
+
+    // The kT dot products of each state row with the window's C vectors.
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float part[kT];
+#pragma unroll
+      for (int i = 0; i < kT; ++i) {
+        part[i] = 0.f;
+#pragma unroll
+        for (int k = 0; k < KV; ++k)
+#pragma unroll
+          for (int e = 0; e < VE; ++e) part[i] = fmaf(acc[u][k][e], c_reg[i][k][e], part[i]);
+      }
+      L::template row_sums<kT>(part, lr);
+      const int pl = stream.row_of(it, u);
+      if (holder && pl < plen) {
+#pragma unroll
+        for (int m = 0; m < kKept; ++m)
+          if (first + m < n) dot_s[(first + m) * p_chunk + pl] = part[m];
+      }
+    }
+
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+  }
+  __syncthreads();
+
+  const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + static_cast<int64_t>(t0) * p.tok.z_stride + h * P : nullptr;
+  Act* const out = reinterpret_cast<Act*>(p.tok.out) + static_cast<int64_t>(t0) * p.tok.out_stride + h * P;
+  for (int e = tid; e < n * plen; e += kThreads) {
+    const int i = e / plen, pl = e - i * plen;
+    float y = c1_s[i] * dot_s[i * p_chunk + pl] + hterm_s[i * p_chunk + pl];
+    if (z_in != nullptr) y = gate(y, to_float(z_in[static_cast<int64_t>(i) * p.tok.z_stride + p0 + pl]));
+    out[static_cast<int64_t>(i) * p.tok.out_stride + p0 + pl] = from_float<Act>(y);
+  }
+}
+
+}  // namespace replayssm::mamba2

@@ -1,0 +1,11 @@
+// gdn_state_update's snapshot (spec baseline) form with a f32 checkpoint: every activation dtype
+// and K (torch-free instantiations).
+#include "replayssm/gdn/spec_dispatch.cuh"
+
+namespace replayssm::gdn {
+
+const char* launch_gdn_spec_snapshot_f32(const GdnParams& p, void* stream) {
+  return launch_window_for_state<WindowMode::kSnapshotUpdate, float>(p, stream);
+}
+
+}  // namespace replayssm::gdn

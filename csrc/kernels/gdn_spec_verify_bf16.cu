@@ -1,0 +1,10 @@
+// gdn_spec_verify with a bf16 checkpoint: every activation dtype and K (torch-free instantiations).
+#include "replayssm/gdn/spec_dispatch.cuh"
+
+namespace replayssm::gdn {
+
+const char* launch_gdn_spec_verify_bf16(const GdnParams& p, void* stream) {
+  return launch_window_for_state<WindowMode::kSpecVerify, __nv_bfloat16>(p, stream);
+}
+
+}  // namespace replayssm::gdn
