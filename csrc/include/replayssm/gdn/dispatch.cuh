@@ -23,24 +23,28 @@ inline int pick_tiles(const GdnParams& p, int rows_per_warp) {
   return tiles;
 }
 
-template <Mode M, int K, typename ST, typename AT>
-const char* launch_rows(const GdnParams& p, cudaStream_t stream) {
-  constexpr int kRowsPerWarp = 32 / (K / 16);
-  if (p.batch == 0) return nullptr;
-  const int tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, kRowsPerWarp);
-  if (p.V % tiles != 0 || (p.V / tiles) % kRowsPerWarp != 0)
+// The tiling of V for a kernel whose row groups hold rows_per_warp rows: p.tiles_per_head when set,
+// else pick_tiles. Returns an error, or nullptr with *tiles and *tile_rows set.
+inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tiles, int* tile_rows) {
+  *tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, rows_per_warp);
+  if (p.V % *tiles != 0 || (p.V / *tiles) % rows_per_warp != 0)
     return "tiles_per_head must split V into tiles of a multiple of 512/K rows";
-  const int tile_rows = p.V / tiles;
-  const SmemLayout lay = smem_layout(p.ring_len, tile_rows, K, static_cast<int>(sizeof(ST)),
-                                     static_cast<int>(sizeof(AT)), M != Mode::kStateUpdate);
-  const size_t bytes = static_cast<size_t>(lay.total) * sizeof(float);
-  auto kernel = gdn_rows_kernel<M, K, ST, AT>;
+  *tile_rows = p.V / *tiles;
+  return nullptr;
+}
+
+// Launches one of the tiled kernels (grid batch * HV * tiles, kThreads threads, `bytes` of dynamic
+// shared memory). Above the 48 KB default the kernel must opt in, and the device's opt-in limit is
+// checked first so a too-long ring is an error naming the cause (too_large) rather than a failed
+// launch.
+template <typename Kernel>
+const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_rows, size_t bytes,
+                         cudaStream_t stream, const char* too_large) {
   if (bytes > 48 * 1024) {
     int dev = 0, optin = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (bytes > static_cast<size_t>(optin))
-      return "ring_len too large: the history and k_j tiles of one CTA exceed the shared memory of the device";
+    if (bytes > static_cast<size_t>(optin)) return too_large;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) !=
         cudaSuccess)
       return launch_status();
@@ -51,25 +55,48 @@ const char* launch_rows(const GdnParams& p, cudaStream_t stream) {
   return launch_status();
 }
 
-template <Mode M, typename ST, typename AT>
-const char* launch_for_k(const GdnParams& p, cudaStream_t stream) {
+// The run-time K and activation dtype to the template arguments of Launcher::run<K, ST, AT>: one
+// switch for the row and the window kernels, so both accept exactly the same (K, dtype) set.
+template <typename Launcher, typename ST, typename AT>
+const char* dispatch_k(const GdnParams& p, cudaStream_t stream) {
   switch (p.K) {
-    case 64: return launch_rows<M, 64, ST, AT>(p, stream);
-    case 128: return launch_rows<M, 128, ST, AT>(p, stream);
-    case 256: return launch_rows<M, 256, ST, AT>(p, stream);
+    case 64: return Launcher::template run<64, ST, AT>(p, stream);
+    case 128: return Launcher::template run<128, ST, AT>(p, stream);
+    case 256: return Launcher::template run<256, ST, AT>(p, stream);
     default: return "K must be 64, 128 or 256";
   }
 }
 
-template <Mode M, typename ST>
-const char* launch_for_state(const GdnParams& p, void* stream) {
+template <typename Launcher, typename ST>
+const char* dispatch_k_and_act(const GdnParams& p, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (p.act_dtype) {
-    case DType::kF32: return launch_for_k<M, ST, float>(p, s);
-    case DType::kBF16: return launch_for_k<M, ST, __nv_bfloat16>(p, s);
-    case DType::kF16: return launch_for_k<M, ST, __half>(p, s);
+    case DType::kF32: return dispatch_k<Launcher, ST, float>(p, s);
+    case DType::kBF16: return dispatch_k<Launcher, ST, __nv_bfloat16>(p, s);
+    case DType::kF16: return dispatch_k<Launcher, ST, __half>(p, s);
   }
   return "unknown activation dtype";
+}
+
+template <Mode M>
+struct RowsLauncher {
+  template <int K, typename ST, typename AT>
+  static const char* run(const GdnParams& p, cudaStream_t stream) {
+    constexpr int kRowsPerWarp = 32 / (K / 16);
+    if (p.batch == 0) return nullptr;
+    int tiles = 0, tile_rows = 0;
+    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
+    const SmemLayout lay = smem_layout(p.ring_len, tile_rows, K, static_cast<int>(sizeof(ST)),
+                                       static_cast<int>(sizeof(AT)), M != Mode::kStateUpdate);
+    return launch_tiled(gdn_rows_kernel<M, K, ST, AT>, p, tiles, tile_rows,
+                        static_cast<size_t>(lay.total) * sizeof(float), stream,
+                        "ring_len too large: the history and k_j tiles of one CTA exceed the shared memory of the device");
+  }
+};
+
+template <Mode M, typename ST>
+const char* launch_for_state(const GdnParams& p, void* stream) {
+  return dispatch_k_and_act<RowsLauncher<M>, ST>(p, stream);
 }
 
 // The per-(mode, state dtype) slices, one instantiation file each.

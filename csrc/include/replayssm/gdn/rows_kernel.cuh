@@ -20,155 +20,21 @@
 // same for q, so one pass over S0 feeds both mat-vecs.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
-#include <cstring>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/params.h"
 
 namespace replayssm::gdn {
 
 enum class Mode { kDecode, kStateUpdate, kFold };
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-// The state tile is streamed through shared memory with cp.async: kStages buffers of about
-// kStageBytes, kStages - 1 of them in flight while the CTA works on one (and while the per-row
-// vector work runs), so a CTA keeps ~24 KB of loads outstanding without holding them in registers.
-constexpr int kStageBytes = 8192;
-constexpr int kStages = 4;
-
-// ---------------------------------------------------------------------------------------------
-// Element conversions. torch builds with __CUDA_NO_{HALF,BFLOAT16}_CONVERSIONS__, so every
-// conversion is an explicit intrinsic or bit operation.
-
-template <typename T>
-struct Elem;
-
-template <>
-struct Elem<float> {
-  static constexpr int kPerWord = 1;
-  static __device__ __forceinline__ void unpack(uint32_t w, float* out) { out[0] = __uint_as_float(w); }
-  static __device__ __forceinline__ uint32_t pack(const float* in) { return __float_as_uint(in[0]); }
-  static __device__ __forceinline__ float to_f32(float x) { return x; }
-  static __device__ __forceinline__ float from_f32(float x) { return x; }
-};
-
-template <>
-struct Elem<__nv_bfloat16> {
-  static constexpr int kPerWord = 2;
-  // bf16 -> fp32 is exact: the bf16 bits are the high half of the fp32 bits.
-  static __device__ __forceinline__ void unpack(uint32_t w, float* out) {
-    out[0] = __uint_as_float(w << 16);
-    out[1] = __uint_as_float(w & 0xffff0000u);
-  }
-  static __device__ __forceinline__ uint32_t pack(const float* in) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(in[0], in[1]);
-    uint32_t w;
-    memcpy(&w, &h, 4);
-    return w;
-  }
-  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
-};
-
-template <>
-struct Elem<__half> {
-  static constexpr int kPerWord = 2;
-  static __device__ __forceinline__ void unpack(uint32_t w, float* out) {
-    __half2 h;
-    memcpy(&h, &w, 4);
-    const float2 f = __half22float2(h);
-    out[0] = f.x;
-    out[1] = f.y;
-  }
-  static __device__ __forceinline__ uint32_t pack(const float* in) {
-    const __half2 h = __floats2half2_rn(in[0], in[1]);
-    uint32_t w;
-    memcpy(&w, &h, 4);
-    return w;
-  }
-  static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
-};
-
-// N consecutive elements (N * sizeof(T) a multiple of 8 bytes, address aligned to it) to fp32.
-template <typename T, int N>
-__device__ __forceinline__ void load_f32(const T* ptr, float* out) {
-  constexpr int kBytes = N * static_cast<int>(sizeof(T));
-  static_assert(kBytes % 8 == 0, "vector loads are 8 or 16 bytes");
-  constexpr int kPer = Elem<T>::kPerWord;
-  if constexpr (kBytes % 16 == 0) {
-#pragma unroll
-    for (int c = 0; c < kBytes / 16; ++c) {
-      const uint4 w = reinterpret_cast<const uint4*>(ptr)[c];
-      float* o = out + c * 4 * kPer;
-      Elem<T>::unpack(w.x, o);
-      Elem<T>::unpack(w.y, o + kPer);
-      Elem<T>::unpack(w.z, o + 2 * kPer);
-      Elem<T>::unpack(w.w, o + 3 * kPer);
-    }
-  } else {
-    const uint2 w = *reinterpret_cast<const uint2*>(ptr);
-    Elem<T>::unpack(w.x, out);
-    Elem<T>::unpack(w.y, out + kPer);
-  }
-}
-
-// N fp32 values to N consecutive elements (round to nearest), same size rules as load_f32.
-template <typename T, int N>
-__device__ __forceinline__ void store_from_f32(T* ptr, const float* in) {
-  constexpr int kBytes = N * static_cast<int>(sizeof(T));
-  static_assert(kBytes % 8 == 0, "vector stores are 8 or 16 bytes");
-  constexpr int kPer = Elem<T>::kPerWord;
-  if constexpr (kBytes % 16 == 0) {
-#pragma unroll
-    for (int c = 0; c < kBytes / 16; ++c) {
-      const float* i = in + c * 4 * kPer;
-      reinterpret_cast<uint4*>(ptr)[c] = make_uint4(Elem<T>::pack(i), Elem<T>::pack(i + kPer),
-                                                   Elem<T>::pack(i + 2 * kPer), Elem<T>::pack(i + 3 * kPer));
-    }
-  } else {
-    reinterpret_cast<uint2*>(ptr)[0] = make_uint2(Elem<T>::pack(in), Elem<T>::pack(in + kPer));
-  }
-}
-
-// One 16-byte store of the state stream (streaming cache hint: every element is written once).
-template <typename T>
-__device__ __forceinline__ void store_state16(T* ptr, const float* in) {
-  constexpr int kPer = Elem<T>::kPerWord;
-  __stcs(reinterpret_cast<uint4*>(ptr), make_uint4(Elem<T>::pack(in), Elem<T>::pack(in + kPer),
-                                                   Elem<T>::pack(in + 2 * kPer), Elem<T>::pack(in + 3 * kPer)));
-}
-
-// Sum over the kLanes consecutive lanes that share a state row (all of them get the sum).
-template <int kLanes>
-__device__ __forceinline__ float group_sum(float x) {
-#pragma unroll
-  for (int off = kLanes / 2; off >= 1; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-
-__device__ __forceinline__ float softplus20(float x) { return x > 20.f ? x : log1pf(expf(x)); }
-
-// ---------------------------------------------------------------------------------------------
 // Shared memory, in floats; every section starts on a 16-byte boundary.
 struct SmemLayout {
   // [0, ring_k_raw): the cp.async stage buffers of the state stream.
   int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, hist_k, hist_q, vin, y, u, scalars, ring_c, total;
 };
-
-__host__ __device__ inline int round4(int x) { return (x + 3) & ~3; }
-
-// Rows of S per pipeline stage (a power of two dividing tile_rows, as tile_rows is).
-__host__ __device__ inline int stage_rows(int tile_rows, int K, int state_bytes) {
-  const int r = kStageBytes / (K * state_bytes);
-  return r < tile_rows ? r : tile_rows;
-}
 
 // with_ring: the CTA replays the ring (decode, fold); act_bytes: the ring's element size.
 __host__ __device__ inline SmemLayout smem_layout(int ring_len, int tile_rows, int K, int state_bytes,
@@ -194,30 +60,16 @@ __host__ __device__ inline SmemLayout smem_layout(int ring_len, int tile_rows, i
   return s;
 }
 
-// cp.async of 16 (or 4) bytes, global -> shared; .cg keeps the streamed data out of L1.
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
-}
-__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(gmem_src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // ---------------------------------------------------------------------------------------------
 template <Mode M, int K, typename ST, typename AT>
 __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kToken = M != Mode::kFold;           // has a token (q, k, v, a, b, out)
   constexpr bool kRing = M != Mode::kStateUpdate;     // replays the ring
-  constexpr int kVec = 16 / static_cast<int>(sizeof(ST));  // state elements per 16-byte access
-  constexpr int kLanes = K / 16;                      // lanes sharing one state row
-  constexpr int kElems = 16;                          // state elements per lane and row
-  constexpr int kChunks = kElems / kVec;              // 16-byte accesses per lane and row
+  using Lanes = RowLanes<K, ST>;
+  constexpr int kVec = Lanes::kVec;
+  constexpr int kLanes = Lanes::kLanes;
+  constexpr int kElems = Lanes::kElems;
+  constexpr int kChunks = Lanes::kChunks;
   constexpr int kRowsPerWarp = 32 / kLanes;
   constexpr int kGroupsPerCta = kWarps * kRowsPerWarp;
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
@@ -238,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   const int V = p.V;
 
   // This lane's state elements of a row: chunk c, element e -> column kVec * (c * kLanes + sub) + e.
-  auto col = [&](int c) { return kVec * (c * kLanes + sub); };
+  auto col = [&](int c) { return Lanes::col(c, sub); };
 
   const int v0 = tile * tile_rows;
   ST* const state_head =
@@ -355,10 +207,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
 #pragma unroll
     for (int e = 0; e < kElems; ++e) kq += kh[e] * qh[e];
     kq = group_sum<kLanes>(kq);
-    const float dt = a_in + (p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f);
-    g = -expf(p.A_log[hv]) * softplus20(dt);
+    g = token_log_decay(p, hv, a_in);
     eg = expf(g);
-    beta = 1.f / (1.f + expf(-b_in));
+    beta = token_beta(b_in);
   }
 
   // ---- the ring: k_j dot products (one row group per entry) and the decay weights.
@@ -366,25 +217,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   if constexpr (kRing) {
     cp_async_wait<kStages - 1>();  // group 0: the ring entries
     __syncthreads();
-    if (warp == 0) {
-      // Weights e^(G - G_j) = exp(sum_{i > j} g_i): exclusive suffix sums, last chunk of 32 first.
-      // Summing the suffix directly (not as G minus a prefix) keeps the recent entries' weights,
-      // the largest ones, accurate to their own magnitude rather than to that of G.
-      float carry = 0.f;  // sum of g_i over the entries above this chunk
-      for (int base = ((n - 1) / 32) * 32; base >= 0; base -= 32) {
-        const int j = base + lane;
-        float x = j + 1 < n ? s_ring_g[j + 1] : 0.f;
-#pragma unroll
-        for (int off = 1; off < 32; off *= 2) {
-          const float y = __shfl_down_sync(0xffffffffu, x, off);
-          if (lane + off < 32) x += y;
-        }
-        x += carry;
-        if (j < n) s_weight[j] = expf(fminf(x, 0.f));
-        carry = __shfl_sync(0xffffffffu, x, 0);
-        if (lane == 0 && base == 0) s_scalars[0] = expf(n > 0 ? x + s_ring_g[0] : 0.f);  // e^G
-      }
-    }
+    if (warp == 0) history_weights(n, lane, s_ring_g, s_weight, &s_scalars[0]);
     // The ring dot products (non-flush decode rows); warp-uniform trip count, as the group sums
     // need every lane of the warp.
     if constexpr (kToken) {
@@ -393,15 +226,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
           const int j = jb + grp;
           const bool live = j < n;
           float kj[kElems];
-#pragma unroll
-          for (int c = 0; c < kChunks; ++c) {
-            if (live) {
-              load_f32<AT, kVec>(s_ring_k_raw + j * K + col(c), &kj[c * kVec]);
-            } else {
-#pragma unroll
-              for (int e = 0; e < kVec; ++e) kj[c * kVec + e] = 0.f;
-            }
-          }
+          load_ring_k_cols<K, ST>(s_ring_k_raw + j * K, live, sub, kj);
           float dk = 0.f, dq = 0.f;
 #pragma unroll
           for (int e = 0; e < kElems; ++e) dk += kj[e] * kh[e], dq += kj[e] * qh[e];
@@ -416,10 +241,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
 
     // Per tile row: the fold coefficients e^(G - G_j) u_j[v] (flush rows) or the history terms
     // (non-flush decode rows); the state stream's first barrier publishes them.
-    if (fold) {
-      for (int i = threadIdx.x; i < n * tile_rows; i += kThreads)
-        s_ring_c[i] = s_weight[i / tile_rows] * Elem<AT>::to_f32(s_ring_u_raw[i]);
-    }
+    if (fold) fold_coefficients(n, tile_rows, s_weight, s_ring_u_raw, s_ring_c);
     if constexpr (kToken) {
       if (!fold) {
         for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
@@ -478,15 +300,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
       const int rr = g * kRowsPerWarp + grp;  // row within the chunk
       const int vl = chunk * rows_per_stage + rr;  // row within the tile
       float s[kElems];
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const uint4 w = *reinterpret_cast<const uint4*>(buf + rr * K + col(c));
-        constexpr int kPer = Elem<ST>::kPerWord;
-        Elem<ST>::unpack(w.x, &s[c * kVec]);
-        Elem<ST>::unpack(w.y, &s[c * kVec + kPer]);
-        Elem<ST>::unpack(w.z, &s[c * kVec + 2 * kPer]);
-        Elem<ST>::unpack(w.w, &s[c * kVec + 3 * kPer]);
-      }
+      load_state_row<K, ST>(buf + rr * K, sub, s);
       ST* const row_ptr = state_head + static_cast<int64_t>(v0 + vl) * K;
 
       if (fold) {

@@ -25,6 +25,7 @@
 // written to state[snapshot_slots[r, i]] (a padding id there: no write).
 #pragma once
 
+#include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/rows_kernel.cuh"
 
 namespace replayssm::gdn {
@@ -72,10 +73,11 @@ template <WindowMode WM, int K, typename ST, typename AT>
 __global__ void __launch_bounds__(kThreads, 4)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
-  constexpr int kVec = 16 / static_cast<int>(sizeof(ST));  // state elements per 16-byte access
-  constexpr int kLanes = K / 16;                           // lanes sharing one state row
-  constexpr int kElems = 16;                               // state elements per lane and row
-  constexpr int kChunks = kElems / kVec;                   // 16-byte accesses per lane and row
+  using Lanes = RowLanes<K, ST>;
+  constexpr int kVec = Lanes::kVec;
+  constexpr int kLanes = Lanes::kLanes;
+  constexpr int kElems = Lanes::kElems;
+  constexpr int kChunks = Lanes::kChunks;
   constexpr int kRowsPerWarp = 32 / kLanes;
   constexpr int kGroupsPerCta = kWarps * kRowsPerWarp;
   constexpr int kPerLane = K / 32;  // elements of a token vector per lane (window preparation)
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 
   // This lane's state elements of a row: chunk c, element e -> column kVec * (c * kLanes + sub) + e.
-  auto col = [&](int c) { return kVec * (c * kLanes + sub); };
+  auto col = [&](int c) { return Lanes::col(c, sub); };
   // This lane's 16 elements of a fp32 window vector in shared memory, at the state columns.
   auto load_cols = [&](const float* vec, float* out) {
 #pragma unroll
@@ -232,10 +234,9 @@ __global__ void __launch_bounds__(kThreads, 4)
     const int64_t tok = tok0 + i;
     const float a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv]);
     const float b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv]);
-    const float dt = a_in + (p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f);
-    const float g = -expf(p.A_log[hv]) * softplus20(dt);
+    const float g = token_log_decay(p, hv, a_in);
     s_g[i] = g;
-    s_beta[i] = 1.f / (1.f + expf(-b_in));
+    s_beta[i] = token_beta(b_in);
     s_eg[i] = expf(g);
     if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
   }
@@ -263,24 +264,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       for (int l = 0; l <= i; ++l) sum += s_g[l];
       s_eG[i] = expf(sum);
     }
-    if (warp == 0) {
-      // History weights e^(Gh - Gh_j) = exp(sum_{l > j} g_l): exclusive suffix sums, last chunk of
-      // 32 first (as in rows_kernel.cuh: accurate to the recent entries' own magnitude).
-      float carry = 0.f;
-      for (int base = ((nh - 1) / 32) * 32; base >= 0; base -= 32) {
-        const int j = base + lane;
-        float x = j + 1 < nh ? s_ring_g[j + 1] : 0.f;
-#pragma unroll
-        for (int off = 1; off < 32; off *= 2) {
-          const float y = __shfl_down_sync(0xffffffffu, x, off);
-          if (lane + off < 32) x += y;
-        }
-        x += carry;
-        if (j < nh) s_weight[j] = expf(fminf(x, 0.f));
-        carry = __shfl_sync(0xffffffffu, x, 0);
-        if (lane == 0 && base == 0) s_scalars[0] = expf(nh > 0 ? x + s_ring_g[0] : 0.f);  // e^Gh
-      }
-    }
+    if (warp == 0) history_weights(nh, lane, s_ring_g, s_weight, &s_scalars[0]);  // e^(Gh - Gh_j), e^Gh
     // Window dot products, one row group per pair (i, j), j <= i; warp-uniform trip count, as the
     // group sums need every lane of the warp.
     for (int pb = warp * kRowsPerWarp; pb < n * n; pb += kGroupsPerCta) {
@@ -305,15 +289,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         const int j = jb + grp;
         const bool live = j < nh;
         float kj[kElems];
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-          if (live) {
-            load_f32<AT, kVec>(s_ring_k_raw + j * K + col(c), &kj[c * kVec]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < kVec; ++e) kj[c * kVec + e] = 0.f;
-          }
-        }
+        load_ring_k_cols<K, ST>(s_ring_k_raw + j * K, live, sub, kj);
         for (int i = 0; i < n; ++i) {
           float wv[kElems];
           load_cols(s_win_k + i * K, wv);
@@ -341,8 +317,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (j <= i) s_dmat[i * T + j] = s_decay[i * T + j] * s_kq[i * T + j];
     }
     if (fold) {
-      for (int idx = threadIdx.x; idx < nh * tile_rows; idx += kThreads)
-        s_ring_c[idx] = s_weight[idx / tile_rows] * Elem<AT>::to_f32(s_ring_u_raw[idx]);
+      fold_coefficients(nh, tile_rows, s_weight, s_ring_u_raw, s_ring_c);
     } else {
       for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
         const int i = idx / tile_rows, vl = idx % tile_rows;
@@ -399,22 +374,13 @@ __global__ void __launch_bounds__(kThreads, 4)
       const int rr = gi * kRowsPerWarp + grp;    // row within the chunk
       const int vl = chunk * rows_per_stage + rr;  // row within the tile
       float s[kElems];
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const uint4 w = *reinterpret_cast<const uint4*>(buf + rr * K + col(c));
-        constexpr int kPer = Elem<ST>::kPerWord;
-        Elem<ST>::unpack(w.x, &s[c * kVec]);
-        Elem<ST>::unpack(w.y, &s[c * kVec + kPer]);
-        Elem<ST>::unpack(w.z, &s[c * kVec + 2 * kPer]);
-        Elem<ST>::unpack(w.w, &s[c * kVec + 3 * kPer]);
-      }
+      load_state_row<K, ST>(buf + rr * K, sub, s);
       const int64_t row_off = static_cast<int64_t>(v0 + vl) * K;
 
       if constexpr (kSpec) {
         if (fold) {
           // The folded chunk is the new checkpoint (the only state write of a verify step).
-#pragma unroll
-          for (int c = 0; c < kChunks; ++c) store_state16(state_head + row_off + col(c), &s[c * kVec]);
+          store_state_row<K, ST>(state_head + row_off, sub, s);
         }
         for (int i = 0; i < n; ++i) {
           float wv[kElems];
@@ -460,8 +426,7 @@ __global__ void __launch_bounds__(kThreads, 4)
           if (slot_is_live(target, p.null_slot, p.num_slots)) {
             ST* const dst =
                 static_cast<ST*>(p.state) + static_cast<int64_t>(target) * p.state_slot_stride + head_off + row_off;
-#pragma unroll
-            for (int c = 0; c < kChunks; ++c) store_state16(dst + col(c), &s[c * kVec]);
+            store_state_row<K, ST>(dst, sub, s);
           }
         }
       }

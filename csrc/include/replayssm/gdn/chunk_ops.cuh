@@ -1,0 +1,259 @@
+// The pieces the GDN row kernel (rows_kernel.cuh) and window kernel (spec_kernel.cuh) share: the
+// element conversions, the cp.async primitives, the state-row layout over lanes and the history
+// decay weights. Both kernels replay the same ring against the same checkpoint stream, so a fix to
+// one of these (a rounding choice, a bound) must land in both; one copy makes that automatic.
+//
+// The row kernels were tuned on the H200, and sharing a piece must not change their SASS: each
+// piece here left the instruction mix and register counts of every gdn_rows_kernel instance
+// unchanged (checked with cuobjdump on sm_90a). The state-stream issue, the ring prefetch, the
+// in-shared-memory fold and the state-row stores are not here for that reason: as helpers each
+// of them moved register counts or the FFMA/LDS mix of some row-kernel instance.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "replayssm/common/cursor.h"
+#include "replayssm/gdn/params.h"
+
+namespace replayssm::gdn {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+// The state tile is streamed through shared memory with cp.async: kStages buffers of about
+// kStageBytes, kStages - 1 of them in flight while the CTA works on one (and while the per-row
+// vector work runs), so a CTA keeps ~24 KB of loads outstanding without holding them in registers.
+constexpr int kStageBytes = 8192;
+constexpr int kStages = 4;
+
+// ---------------------------------------------------------------------------------------------
+// Element conversions. torch builds with __CUDA_NO_{HALF,BFLOAT16}_CONVERSIONS__, so every
+// conversion is an explicit intrinsic or bit operation.
+
+template <typename T>
+struct Elem;
+
+template <>
+struct Elem<float> {
+  static constexpr int kPerWord = 1;
+  static __device__ __forceinline__ void unpack(uint32_t w, float* out) { out[0] = __uint_as_float(w); }
+  static __device__ __forceinline__ uint32_t pack(const float* in) { return __float_as_uint(in[0]); }
+  static __device__ __forceinline__ float to_f32(float x) { return x; }
+  static __device__ __forceinline__ float from_f32(float x) { return x; }
+};
+
+template <>
+struct Elem<__nv_bfloat16> {
+  static constexpr int kPerWord = 2;
+  // bf16 -> fp32 is exact: the bf16 bits are the high half of the fp32 bits.
+  static __device__ __forceinline__ void unpack(uint32_t w, float* out) {
+    out[0] = __uint_as_float(w << 16);
+    out[1] = __uint_as_float(w & 0xffff0000u);
+  }
+  static __device__ __forceinline__ uint32_t pack(const float* in) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(in[0], in[1]);
+    uint32_t w;
+    memcpy(&w, &h, 4);
+    return w;
+  }
+  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
+};
+
+template <>
+struct Elem<__half> {
+  static constexpr int kPerWord = 2;
+  static __device__ __forceinline__ void unpack(uint32_t w, float* out) {
+    __half2 h;
+    memcpy(&h, &w, 4);
+    const float2 f = __half22float2(h);
+    out[0] = f.x;
+    out[1] = f.y;
+  }
+  static __device__ __forceinline__ uint32_t pack(const float* in) {
+    const __half2 h = __floats2half2_rn(in[0], in[1]);
+    uint32_t w;
+    memcpy(&w, &h, 4);
+    return w;
+  }
+  static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
+};
+
+// N consecutive elements (N * sizeof(T) a multiple of 8 bytes, address aligned to it) to fp32.
+template <typename T, int N>
+__device__ __forceinline__ void load_f32(const T* ptr, float* out) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes % 8 == 0, "vector loads are 8 or 16 bytes");
+  constexpr int kPer = Elem<T>::kPerWord;
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      const uint4 w = reinterpret_cast<const uint4*>(ptr)[c];
+      float* o = out + c * 4 * kPer;
+      Elem<T>::unpack(w.x, o);
+      Elem<T>::unpack(w.y, o + kPer);
+      Elem<T>::unpack(w.z, o + 2 * kPer);
+      Elem<T>::unpack(w.w, o + 3 * kPer);
+    }
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(ptr);
+    Elem<T>::unpack(w.x, out);
+    Elem<T>::unpack(w.y, out + kPer);
+  }
+}
+
+// N fp32 values to N consecutive elements (round to nearest), same size rules as load_f32.
+template <typename T, int N>
+__device__ __forceinline__ void store_from_f32(T* ptr, const float* in) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes % 8 == 0, "vector stores are 8 or 16 bytes");
+  constexpr int kPer = Elem<T>::kPerWord;
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      const float* i = in + c * 4 * kPer;
+      reinterpret_cast<uint4*>(ptr)[c] = make_uint4(Elem<T>::pack(i), Elem<T>::pack(i + kPer),
+                                                   Elem<T>::pack(i + 2 * kPer), Elem<T>::pack(i + 3 * kPer));
+    }
+  } else {
+    reinterpret_cast<uint2*>(ptr)[0] = make_uint2(Elem<T>::pack(in), Elem<T>::pack(in + kPer));
+  }
+}
+
+// One 16-byte store of the state stream (streaming cache hint: every element is written once).
+template <typename T>
+__device__ __forceinline__ void store_state16(T* ptr, const float* in) {
+  constexpr int kPer = Elem<T>::kPerWord;
+  __stcs(reinterpret_cast<uint4*>(ptr), make_uint4(Elem<T>::pack(in), Elem<T>::pack(in + kPer),
+                                                   Elem<T>::pack(in + 2 * kPer), Elem<T>::pack(in + 3 * kPer)));
+}
+
+// Sum over the kLanes consecutive lanes that share a state row (all of them get the sum).
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = kLanes / 2; off >= 1; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+__device__ __forceinline__ float softplus20(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+
+// cp.async of 16 (or 4) bytes, global -> shared; .cg keeps the streamed data out of L1.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__host__ __device__ inline int round4(int x) { return (x + 3) & ~3; }
+
+// Rows of S per pipeline stage (a power of two dividing tile_rows, as tile_rows is).
+__host__ __device__ inline int stage_rows(int tile_rows, int K, int state_bytes) {
+  const int r = kStageBytes / (K * state_bytes);
+  return r < tile_rows ? r : tile_rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A state row of K elements is spread over kLanes = K/16 consecutive lanes, 16 elements each, read
+// as 16-byte accesses: lane `sub` of the group holds, for access c, the columns starting here.
+template <int K, typename ST>
+struct RowLanes {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(ST));  // state elements per 16-byte access
+  static constexpr int kLanes = K / 16;                           // lanes sharing one state row
+  static constexpr int kElems = 16;                               // state elements per lane and row
+  static constexpr int kChunks = kElems / kVec;                   // 16-byte accesses per lane and row
+  static __device__ __forceinline__ int col(int c, int sub) { return kVec * (c * kLanes + sub); }
+};
+
+// This lane's 16 elements of a state row held in shared memory (a chunk buffer), as fp32.
+template <int K, typename ST>
+__device__ __forceinline__ void load_state_row(const ST* row, int sub, float* s) {
+  using L = RowLanes<K, ST>;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) {
+    const uint4 w = *reinterpret_cast<const uint4*>(row + L::col(c, sub));
+    constexpr int kPer = Elem<ST>::kPerWord;
+    Elem<ST>::unpack(w.x, &s[c * L::kVec]);
+    Elem<ST>::unpack(w.y, &s[c * L::kVec + kPer]);
+    Elem<ST>::unpack(w.z, &s[c * L::kVec + 2 * kPer]);
+    Elem<ST>::unpack(w.w, &s[c * L::kVec + 3 * kPer]);
+  }
+}
+
+// This lane's 16 elements of a state row back to global memory (the inverse of load_state_row).
+template <int K, typename ST>
+__device__ __forceinline__ void store_state_row(ST* row, int sub, const float* s) {
+  using L = RowLanes<K, ST>;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) store_state16(row + L::col(c, sub), &s[c * L::kVec]);
+}
+
+// This lane's 16 elements of a ring k_j (as stored, in shared memory) at the state columns; a dead
+// row group (j past the history) gets zeros so its group sums stay harmless.
+template <int K, typename ST, typename AT>
+__device__ __forceinline__ void load_ring_k_cols(const AT* ring_k_row, bool live, int sub, float* kj) {
+  using L = RowLanes<K, ST>;
+#pragma unroll
+  for (int c = 0; c < L::kChunks; ++c) {
+    if (live) {
+      load_f32<AT, L::kVec>(ring_k_row + L::col(c, sub), &kj[c * L::kVec]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < L::kVec; ++e) kj[c * L::kVec + e] = 0.f;
+    }
+  }
+}
+
+// The log decay g = -exp(A_log) softplus(a + dt_bias) of one token and v-head.
+__device__ __forceinline__ float token_log_decay(const GdnParams& p, int hv, float a_in) {
+  const float dt = a_in + (p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f);
+  return -expf(p.A_log[hv]) * softplus20(dt);
+}
+
+__device__ __forceinline__ float token_beta(float b_in) { return 1.f / (1.f + expf(-b_in)); }
+
+// ---------------------------------------------------------------------------------------------
+// Warp 0 only: the history weights e^(G - G_j) = exp(sum_{i > j} g_i) as exclusive suffix sums,
+// last chunk of 32 first, and e^G into *s_eG. Summing the suffix directly (not as G minus a
+// prefix) keeps the recent entries' weights, the largest ones, accurate to their own magnitude
+// rather than to that of G.
+__device__ __forceinline__ void history_weights(int n, int lane, const float* s_ring_g, float* s_weight, float* s_eG) {
+  float carry = 0.f;  // sum of g_i over the entries above this chunk
+  for (int base = ((n - 1) / 32) * 32; base >= 0; base -= 32) {
+    const int j = base + lane;
+    float x = j + 1 < n ? s_ring_g[j + 1] : 0.f;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float y = __shfl_down_sync(0xffffffffu, x, off);
+      if (lane + off < 32) x += y;
+    }
+    x += carry;
+    if (j < n) s_weight[j] = expf(fminf(x, 0.f));
+    carry = __shfl_sync(0xffffffffu, x, 0);
+    if (lane == 0 && base == 0) *s_eG = expf(n > 0 ? x + s_ring_g[0] : 0.f);
+  }
+}
+
+// The fold coefficients e^(G - G_j) u_j[v] as fp32, [n][tile rows]: the per-row weights of the
+// in-shared-memory fold of the history into the checkpoint chunks.
+template <typename AT>
+__device__ __forceinline__ void fold_coefficients(int n, int tile_rows, const float* s_weight, const AT* s_ring_u_raw,
+                                                  float* s_ring_c) {
+  for (int i = threadIdx.x; i < n * tile_rows; i += kThreads)
+    s_ring_c[i] = s_weight[i / tile_rows] * Elem<AT>::to_f32(s_ring_u_raw[i]);
+}
+
+}  // namespace replayssm::gdn
