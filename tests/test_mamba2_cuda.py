@@ -121,16 +121,10 @@ def _rounding_bound(dtype, N):
     return 4 * torch.finfo(dtype).eps + 64 * torch.finfo(torch.float32).eps * math.sqrt(N)
 
 
-@pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("state,act", [("fp32", "bf16"), ("bf16", "fp32"), ("fp16", "fp16")])
-def test_lockstep_with_cpu(state, act, route):
-    """The same decode / commit / flush sequence on CPU and CUDA: rings and cursors identical,
-    outputs and checkpoints equal to rounding. The CUDA cache is a 16-byte-aligned paged view (the
-    vector path with a slot stride that is not the tensor's own size)."""
-    geo, Bcap, rows, num_slots, steps = ODD, 8, 6, 9, 40
-    R = Bcap + 1 + 2
-    sd, ad = DTYPES[state], DTYPES[act]
-    gen = torch.Generator().manual_seed(7)
+def _lockstep_setup(geo, num_slots, rows, R, sd, ad, gen):
+    """The twin caches of a CPU-vs-CUDA lockstep run: the same random paged caches (slot stride
+    wider than a slot, 16-byte aligned) and zero cursors on both devices, the layer parameters on
+    both, and a random slot per row."""
     fam = Mamba2(geo)
     layer = fam.make_layer(gen)
 
@@ -151,6 +145,20 @@ def test_lockstep_with_cpu(state, act, route):
     cur_gpu = {k: v.cuda() for k, v in cur_cpu.items()}
     row_slot = torch.randperm(num_slots, generator=gen)[:rows].tolist()
     lay_gpu = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
+    return fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("state,act", [("fp32", "bf16"), ("bf16", "fp32"), ("fp16", "fp16")])
+def test_lockstep_with_cpu(state, act, route):
+    """The same decode / commit / flush sequence on CPU and CUDA: rings and cursors identical,
+    outputs and checkpoints equal to rounding. The CUDA cache is a 16-byte-aligned paged view (the
+    vector path with a slot stride that is not the tensor's own size)."""
+    geo, Bcap, rows, num_slots, steps = ODD, 8, 6, 9, 40
+    R = Bcap + 1 + 2
+    sd, ad = DTYPES[state], DTYPES[act]
+    gen = torch.Generator().manual_seed(7)
+    fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot = _lockstep_setup(geo, num_slots, rows, R, sd, ad, gen)
     flushes = 0
     for k in range(steps):
         live = [k >= r and torch.rand((), generator=gen).item() > 0.15 for r in range(rows)]  # staggered
@@ -404,26 +412,7 @@ def test_spec_lockstep_with_cpu(state, act, T):
     R = Bcap + T + 1
     sd, ad = DTYPES[state], DTYPES[act]
     gen = torch.Generator().manual_seed(17 + T)
-    fam = Mamba2(geo)
-    layer = fam.make_layer(gen)
-
-    def paged(shape, dtype, pad):
-        inner = math.prod(shape)
-        page = torch.randn(num_slots, inner + pad, generator=gen).to(dtype)
-        return page, page[:, :inner].view(num_slots, *shape)
-
-    cpu, pages = {}, {}
-    pages["state"], cpu["state"] = paged(fam.state_shape(), sd, 8)
-    for name, shape in fam.ring_shapes(R).items():
-        pages[name], cpu[name] = paged(shape, fam.ring_dtypes(ad)[name], 8)
-    cuda_pages = {k: v.cuda() for k, v in pages.items()}
-    cuda = {k: cuda_pages[k][:, :cpu[k][0].numel()].view(cpu[k].shape) for k in cpu}
-    assert cuda["state"].stride(0) != cuda["state"][0].numel() and cuda["state"].data_ptr() % 16 == 0
-    cur_cpu = {"hist": torch.zeros(num_slots, dtype=torch.int32), "start": torch.zeros(num_slots, dtype=torch.int32),
-               "flush": torch.zeros(num_slots, dtype=torch.int8)}
-    cur_gpu = {k: v.cuda() for k, v in cur_cpu.items()}
-    row_slot = torch.randperm(num_slots, generator=gen)[:rows].tolist()
-    lay_gpu = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
+    fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot = _lockstep_setup(geo, num_slots, rows, R, sd, ad, gen)
     flushes = 0
     for k in range(steps):
         live = [k >= r and torch.rand((), generator=gen).item() > 0.15 for r in range(rows)]  # staggered
