@@ -145,7 +145,13 @@ def _lockstep_setup(geo, num_slots, rows, R, sd, ad, gen):
     cur_gpu = {k: v.cuda() for k, v in cur_cpu.items()}
     row_slot = torch.randperm(num_slots, generator=gen)[:rows].tolist()
     lay_gpu = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
-    return fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot
+
+    def assert_page_padding_untouched():
+        for name in pages:
+            inner = cpu[name][0].numel()
+            assert same_bytes(cuda_pages[name][:, inner:], pages[name][:, inner:]), f"{name}: page padding written"
+
+    return fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot, assert_page_padding_untouched
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -158,7 +164,8 @@ def test_lockstep_with_cpu(state, act, route):
     R = Bcap + 1 + 2
     sd, ad = DTYPES[state], DTYPES[act]
     gen = torch.Generator().manual_seed(7)
-    fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot = _lockstep_setup(geo, num_slots, rows, R, sd, ad, gen)
+    fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot, assert_page_padding_untouched = _lockstep_setup(
+        geo, num_slots, rows, R, sd, ad, gen)
     flushes = 0
     for k in range(steps):
         live = [k >= r and torch.rand((), generator=gen).item() > 0.15 for r in range(rows)]  # staggered
@@ -193,10 +200,7 @@ def test_lockstep_with_cpu(state, act, route):
                                        c["start"], c["flush"], Bcap, 1, R)
         for name in cur_cpu:
             assert torch.equal(cur_gpu[name].cpu(), cur_cpu[name]), f"step {k}: cursor {name} differs"
-    # The padding bytes of the pages were never written.
-    for name in pages:
-        inner = cpu[name][0].numel()
-        assert same_bytes(cuda_pages[name][:, inner:], pages[name][:, inner:]), f"{name}: page padding written"
+    assert_page_padding_untouched()
     assert flushes >= rows, "test setup: too few flush steps"
 
 
@@ -412,7 +416,8 @@ def test_spec_lockstep_with_cpu(state, act, T):
     R = Bcap + T + 1
     sd, ad = DTYPES[state], DTYPES[act]
     gen = torch.Generator().manual_seed(17 + T)
-    fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot = _lockstep_setup(geo, num_slots, rows, R, sd, ad, gen)
+    fam, layer, lay_gpu, cpu, cuda, cur_cpu, cur_gpu, row_slot, assert_page_padding_untouched = _lockstep_setup(
+        geo, num_slots, rows, R, sd, ad, gen)
     flushes = 0
     for k in range(steps):
         live = [k >= r and torch.rand((), generator=gen).item() > 0.15 for r in range(rows)]  # staggered
@@ -451,9 +456,7 @@ def test_spec_lockstep_with_cpu(state, act, T):
                                        c["start"], c["flush"], Bcap, T, R)
         for name in cur_cpu:
             assert torch.equal(cur_gpu[name].cpu(), cur_cpu[name]), f"step {k}: cursor {name} differs"
-    for name in pages:
-        inner = cpu[name][0].numel()
-        assert same_bytes(cuda_pages[name][:, inner:], pages[name][:, inner:]), f"{name}: page padding written"
+    assert_page_padding_untouched()
     assert flushes >= rows, "test setup: too few flush steps"
 
 

@@ -8,6 +8,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,11 +51,23 @@ void check_cuda_dstate(const char* op, int64_t N) {
     fail(op, "N must be one of 8, 16, 32, 64, 128, 256 on CUDA, got N=" + std::to_string(N));
 }
 
+// Whether a tensor's dim-0 rows (slots, tokens) start on 16-byte boundaries: base and dim-0 stride.
+bool dim0_vec_aligned(const Tensor& t) {
+  const int64_t esz = elem_size(t.scalar_type());
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.size(0) <= 1 || (t.stride(0) * esz) % 16 == 0);
+}
+
 // Whether the state can stream in 16-byte vectors (else the kernels go element-wise).
-bool state_vec_aligned(const Tensor& state) {
-  const int64_t esz = elem_size(state.scalar_type());
-  return reinterpret_cast<uintptr_t>(state.data_ptr()) % 16 == 0 &&
-         (state.size(0) <= 1 || (state.stride(0) * esz) % 16 == 0);
+bool state_vec_aligned(const Tensor& state) { return dim0_vec_aligned(state); }
+
+// Whether the replay entries (rows of P and N elements in these tensors, inner dims contiguous)
+// can be staged in 16-byte pieces.
+bool entries_vec_aligned(std::initializer_list<const Tensor*> tensors, int64_t P, int64_t N) {
+  for (const Tensor* t : tensors) {
+    const int64_t esz = elem_size(t->scalar_type());
+    if ((P * esz) % 16 != 0 || (N * esz) % 16 != 0 || !dim0_vec_aligned(*t)) return false;
+  }
+  return true;
 }
 
 struct TokenDims {
@@ -201,6 +214,7 @@ void fill_ring(mamba2::ReplayParams& p, const Tensor& state, const Tensor& ring_
   p.ring_len = static_cast<int32_t>(R);
   p.state_dtype = to_dtype(state.scalar_type());
   p.state_vec_aligned = state_vec_aligned(state);
+  p.entries_vec_aligned = entries_vec_aligned({&ring_x, &ring_B}, ring_x.size(3), ring_B.size(3));
 }
 
 void mamba2_decode_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, OptTensor D, OptTensor z,
@@ -240,6 +254,7 @@ void mamba2_decode_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, OptTe
   p.start = static_cast<const int32_t*>(start.data_ptr());
   p.flush = static_cast<const int8_t*>(flush.data_ptr());
   fill_ring(p, state, ring_x, ring_B, ring_dt, r.R);
+  p.entries_vec_aligned = p.entries_vec_aligned && entries_vec_aligned({&x, &B}, d.P, d.N);
   p.mode = route == "output_only" ? mamba2::ReplayMode::kOutputOnly : mamba2::ReplayMode::kStateAndOutput;
   p.act = to_dtype(x.scalar_type());
   const CudaContext ctx(x);
@@ -294,6 +309,7 @@ void mamba2_spec_verify_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, 
   p.start = static_cast<const int32_t*>(start.data_ptr());
   p.flush = static_cast<const int8_t*>(flush.data_ptr());
   fill_ring(p, state, ring_x, ring_B, ring_dt, r.R);
+  p.entries_vec_aligned = p.entries_vec_aligned && entries_vec_aligned({&x, &B}, d.P, d.N);
   p.mode = mamba2::ReplayMode::kOutputOnly;  // unused by the spec kernel
   p.act = to_dtype(x.scalar_type());
   sp.cu_seqlens = static_cast<const int32_t*>(cu_seqlens.data_ptr());

@@ -1,5 +1,5 @@
 // The pieces the GDN row kernel (rows_kernel.cuh) and window kernel (spec_kernel.cuh) share: the
-// element conversions, the cp.async primitives, the state-row layout over lanes and the history
+// element conversions, the state-row layout over lanes and the history
 // decay weights. Both kernels replay the same ring against the same checkpoint stream, so a fix to
 // one of these (a rounding choice, a bound) must land in both; one copy makes that automatic.
 //
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "replayssm/common/async_copy.cuh"
 #include "replayssm/common/cursor.h"
 #include "replayssm/gdn/params.h"
 
@@ -142,21 +143,6 @@ __device__ __forceinline__ float group_sum(float x) {
 }
 
 __device__ __forceinline__ float softplus20(float x) { return x > 20.f ? x : log1pf(expf(x)); }
-
-// cp.async of 16 (or 4) bytes, global -> shared; .cg keeps the streamed data out of L1.
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
-}
-__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(gmem_src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 __host__ __device__ inline int round4(int x) { return (x + 3) & ~3; }
 

@@ -75,7 +75,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
-  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N).total) * sizeof(float);
+  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act)).total) * sizeof(float);
   auto kernel = mamba2_replay_kernel<Act, St, N, kWarps>;
   if (const char* err = allow_smem(kernel, smem)) return err;
   kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
@@ -106,7 +106,7 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
-  const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT).total) * sizeof(float);
+  const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act)).total) * sizeof(float);
   auto kernel = mamba2_spec_verify_kernel<Act, St, N, kWarps, kT>;
   if (const char* err = allow_smem(kernel, smem)) return err;
   kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(sp, p_chunk);

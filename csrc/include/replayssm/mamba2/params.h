@@ -71,6 +71,9 @@ struct ReplayParams {
   float* ring_dt;        // (slots, H, R) fp32, dt after bias and softplus
   int64_t ring_dt_stride;
   int32_t ring_len;      // R
+  // ring_x, ring_B (and for decode / spec the token x and B) have 16-byte aligned bases and dim-0
+  // strides, and P, N rows of whole 16-byte pieces: the entries are staged with cp.async.
+  bool entries_vec_aligned;
   ReplayMode mode;
   DType act;
   DType state_dtype;

@@ -16,8 +16,8 @@
 //   fold (mamba2_flush): as the flush row, without the output and the ring write.
 // The state streams through registers in 16-byte vectors (TileStream / RowLayout of tile.cuh,
 // shared with the spec kernel), one iteration's loads in flight ahead of the one being processed;
-// the first iteration's loads go out as soon as the slot is known, before the small per-row pieces
-// (decay weights, B_j.C, x_j, B_j) are staged in shared memory.
+// the first iteration's loads go out as soon as the slot is known, then the row's entries (x_j, B_j,
+// delta_j) are staged in shared memory with cp.async (entries.cuh), all in flight together.
 //
 // Measured alternatives (H200, nano geometry, batch 256, see the Mamba-2 kernel notes of the
 // report): holding the whole chunk in shared memory via cp.async, and a persistent grid that
@@ -29,30 +29,43 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one CTA, in floats: B_j (fp32) [R][N], x_j / s_j x_j [p_chunk][odd(R)],
-// delta_j, s_j, B_j.C [R] each, the row dot products and the additive output terms [p_chunk] each.
+// Shared memory of one CTA, in floats: the fold's left factors s_j x_j [p_chunk][odd(R)]; delta_j,
+// s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; then the
+// staged entries in the activation dtype, B_j [R][N] and x_j [R][p_chunk] (16-byte aligned).
 struct ReplaySmem {
-  int b, x, ldx, delta, weight, bc, dot, hterm, total;
-  __host__ __device__ ReplaySmem(int R, int p_chunk, int N) {
+  int x, ldx, delta, weight, bc, dot, hterm, b_raw, x_raw, total;
+  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes) {
     ldx = odd_stride(R);
-    b = 0;
-    x = b + R * N;
+    x = 0;
     delta = x + p_chunk * ldx;
     weight = delta + R;
     bc = weight + R;
     dot = bc + R;
     hterm = dot + p_chunk;
-    total = hterm + p_chunk;
+    b_raw = floats_for(hterm + p_chunk, 4);
+    x_raw = b_raw + floats_for(R * N, act_bytes);
+    total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
 };
 
+// CTAs per SM the register allocation must leave room for. The non-flush step is a read stream
+// whose CTAs each spend a few memory latencies on their cursors and ring entries before streaming:
+// bandwidth comes from many CTAs in flight, 8 of them (64 registers) rather than the 6 that the
+// unbounded allocation (80 registers) allows. REPLAYSSM_M2_REPLAY_MIN_CTAS overrides it for
+// measurements.
+#ifndef REPLAYSSM_M2_REPLAY_MIN_CTAS
+#define REPLAYSSM_M2_REPLAY_MIN_CTAS 8
+#endif
+constexpr int kReplayMinCtas = REPLAYSSM_M2_REPLAY_MIN_CTAS;
+
 template <typename Act, typename St, int N, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
+__global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;
@@ -98,14 +111,15 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
   if (hist < 0 || start < 0 || start >= R || hist + (decode ? 1 : 0) > R) return;
   if (!decode && hist == 0) return;  // nothing to fold
 
-  const ReplaySmem lay(R, p_chunk, N);
-  float* const b_s = smem + lay.b;
+  const ReplaySmem lay(R, p_chunk, N, sizeof(Act));
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const weight_s = smem + lay.weight;
   float* const bc_s = smem + lay.bc;
   float* const dot_s = smem + lay.dot;
   float* const hterm_s = smem + lay.hterm;
+  Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [j][N]
+  Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [j][p_chunk]
   const int ldx = lay.ldx;
 
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
@@ -121,16 +135,14 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
       decode ? make_delta(to_float(reinterpret_cast<const Act*>(p.tok.dt)[row * p.tok.dt_stride + h]), p.layer.dt_bias, h,
                           p.layer.dt_softplus)
              : 0.f;
-
-  for (int j = tid; j < n_ent; j += kThreads) delta_s[j] = j < hist ? ring_dt[ring_index(start, j, R)] : d_new;
-  for (int e = tid; e < n_ent * N; e += kThreads) {
-    const int j = e / N, n = e % N;
-    b_s[e] = to_float(j < hist ? ring_B[static_cast<int64_t>(ring_index(start, j, R)) * N + n] : B_in[n]);
-  }
-  for (int e = tid; e < n_ent * plen; e += kThreads) {
-    const int j = e / plen, pl = e - j * plen;
-    x_s[pl * ldx + j] = to_float(j < hist ? ring_x[static_cast<int64_t>(ring_index(start, j, R)) * P + p0 + pl] : x_in[p0 + pl]);
-  }
+  const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
+  stage_entries<Act, kThreads>(b_raw, N, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
+                               p.entries_vec_aligned, tid);
+  stage_entries<Act, kThreads>(x_raw, p_chunk, EntryRows<Act>{ring_x + p0, P, x_in + (decode ? p0 : 0), 0, hist, start, R},
+                               n_ent, plen, x_vec, tid);
+  stage_ring_deltas<kThreads>(delta_s, ring_dt, hist, start, R, tid);
+  cp_async_commit();
+  if (decode && tid == 0) delta_s[hist] = d_new;
 
   // C for this lane's n indices (decode only).
   float c_reg[KV][VE];
@@ -156,6 +168,16 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
       }
     }
   }
+
+  // Per row kind: the update size and the coefficients' roles.
+  int n_upd;
+  if (flush)
+    n_upd = hist;
+  else if (mode == ReplayMode::kOutputOnly)
+    n_upd = 0;
+  else
+    n_upd = n_ent;
+  cp_async_wait<0>();
   __syncthreads();
 
   // Decay weights over the first n_w entries (the folded history for flush rows, everything for
@@ -178,9 +200,10 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
       if (j < n_ent) {
 #pragma unroll
         for (int k = 0; k < KV; ++k) {
-          const float* bp = b_s + j * N + L::n_of(lr, k, 0);
+          float bv[VE];
+          load_f32<Act, VE>(b_raw + j * N + L::n_of(lr, k, 0), bv);
 #pragma unroll
-          for (int e = 0; e < VE; ++e) part += bp[e] * c_reg[k][e];
+          for (int e = 0; e < VE; ++e) part = fmaf(bv[e], c_reg[k][e], part);
         }
       }
       part = L::row_sum(part);
@@ -189,33 +212,28 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
   }
   __syncthreads();
 
-  // Per row kind: the update size, the coefficients, and the per-p terms.
-  int n_upd;
   float c0, c1;
   const float D = (decode && p.layer.D != nullptr) ? p.layer.D[h] : 0.f;
   if (flush) {
-    n_upd = hist;
     c0 = decay_all;
     c1 = expf(A * d_new);
   } else if (mode == ReplayMode::kOutputOnly) {
-    n_upd = 0;
     c0 = 1.f;
     c1 = decay_all;
   } else {
-    n_upd = n_ent;
     c0 = decay_all;
     c1 = 1.f;
   }
   for (int pl = tid; pl < plen; pl += kThreads) {
-    float* const xr = x_s + pl * ldx;
-    const float x_new = decode ? xr[hist] : 0.f;
+    const float x_new = decode ? to_float(x_raw[hist * p_chunk + pl]) : 0.f;
     float ht = D * x_new;
     if (flush) {
       if (decode) ht += d_new * bc_s[hist] * x_new;
     } else if (mode == ReplayMode::kOutputOnly) {
-      for (int j = 0; j < n_ent; ++j) ht += weight_s[j] * bc_s[j] * xr[j];
+      for (int j = 0; j < n_ent; ++j) ht = fmaf(weight_s[j] * bc_s[j], to_float(x_raw[j * p_chunk + pl]), ht);
     }
-    for (int j = 0; j < n_upd; ++j) xr[j] *= weight_s[j];  // s_j x_j[p]: the update's left factor
+    float* const xr = x_s + pl * ldx;
+    for (int j = 0; j < n_upd; ++j) xr[j] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
     hterm_s[pl] = ht;
   }
   __syncthreads();
@@ -228,20 +246,28 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_replay_kernel(const Replay
 
     float acc[U][KV][VE];
     Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_s, x_s, ldx, acc);
+    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
     if (write_state) stream.store(it, acc);
 
     if (decode) {
+      // The U rows' dot products with C, reduced together (RowLayout::row_sums).
+      float part[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        float part = 0.f;
+        part[u] = 0.f;
 #pragma unroll
         for (int k = 0; k < KV; ++k)
 #pragma unroll
-          for (int e = 0; e < VE; ++e) part = fmaf(acc[u][k][e], c_reg[k][e], part);
-        part = L::row_sum(part);
-        const int pl = stream.row_of(it, u);
-        if (lr == 0 && pl < plen) dot_s[pl] = part;
+          for (int e = 0; e < VE; ++e) part[u] = fmaf(acc[u][k][e], c_reg[k][e], part[u]);
+      }
+      L::template row_sums<U>(part, lr);
+      if (L::template sum_holder<U>(lr)) {
+        const int first = L::template first_sum<U>(lr);
+#pragma unroll
+        for (int m = 0; m < L::template kept_sums<U>(); ++m) {
+          const int pl = stream.row_of(it, first + m);
+          if (pl < plen) dot_s[pl] = part[m];
+        }
       }
     }
 

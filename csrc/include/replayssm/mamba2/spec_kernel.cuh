@@ -32,20 +32,21 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one spec CTA, in floats: B_k (fp32) [R][N], x_k / s_k x_k [p_chunk][odd(R)],
-// delta_k and the fold weights s_k [R] each, the output weights w_ik and B_k.C_i [kT][R] each, c1_i
-// [kT], the state dot products and the additive output terms [kT][p_chunk] each.
+// Shared memory of one spec CTA, in floats: the fold's left factors s_k x_k [p_chunk][odd(R)];
+// delta_k and the fold weights s_k [R] each; the output weights w_ik and B_k.C_i [kT][R] each; c1_i
+// [kT]; the state dot products and the additive output terms [kT][p_chunk] each; then the staged
+// entries in the activation dtype, B_k [R][N] and x_k [R][p_chunk] (16-byte aligned).
 struct SpecSmem {
-  int b, x, ldx, delta, fold_w, w, bc, c1, dot, hterm, total;
-  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT) {
+  int x, ldx, delta, fold_w, w, bc, c1, dot, hterm, b_raw, x_raw, total;
+  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes) {
     ldx = odd_stride(R);
-    b = 0;
-    x = b + R * N;
+    x = 0;
     delta = x + p_chunk * ldx;
     fold_w = delta + R;
     w = fold_w + R;
@@ -53,7 +54,9 @@ struct SpecSmem {
     c1 = bc + kT * R;
     dot = c1 + kT;
     hterm = dot + kT * p_chunk;
-    total = hterm + kT * p_chunk;
+    b_raw = floats_for(hterm + kT * p_chunk, 4);
+    x_raw = b_raw + floats_for(R * N, act_bytes);
+    total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
 };
 
@@ -115,8 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
       static_cast<int64_t>(t0) + n > sp.num_tokens)
     return;
 
-  const SpecSmem lay(R, p_chunk, N, kT);
-  float* const b_s = smem + lay.b;
+  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act));
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const fold_w_s = smem + lay.fold_w;
@@ -125,6 +127,8 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
   float* const c1_s = smem + lay.c1;
   float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
   float* const hterm_s = smem + lay.hterm;  // [i][pl], row stride p_chunk
+  Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [k][N]
+  Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [k][p_chunk]
   const int ldx = lay.ldx;
 
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
@@ -143,17 +147,14 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
 
   // Stage the hist ring entries (logical order), then the n window tokens.
   const int n_ent = hist + n;
-  for (int j = tid; j < n_ent; j += kThreads) delta_s[j] = j < hist ? ring_dt[ring_index(start, j, R)] : token_delta(j - hist);
-  for (int e = tid; e < n_ent * N; e += kThreads) {
-    const int j = e / N, nn = e % N;
-    b_s[e] = to_float(j < hist ? ring_B[static_cast<int64_t>(ring_index(start, j, R)) * N + nn]
-                               : B_in[static_cast<int64_t>(j - hist) * p.tok.B_stride + nn]);
-  }
-  for (int e = tid; e < n_ent * plen; e += kThreads) {
-    const int j = e / plen, pl = e - j * plen;
-    x_s[pl * ldx + j] = to_float(j < hist ? ring_x[static_cast<int64_t>(ring_index(start, j, R)) * P + p0 + pl]
-                                          : x_in[static_cast<int64_t>(j - hist) * p.tok.x_stride + p0 + pl]);
-  }
+  const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
+  stage_entries<Act, kThreads>(b_raw, N, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent, N,
+                               p.entries_vec_aligned, tid);
+  stage_entries<Act, kThreads>(x_raw, p_chunk, EntryRows<Act>{ring_x + p0, P, x_in + p0, p.tok.x_stride, hist, start, R},
+                               n_ent, plen, x_vec, tid);
+  stage_ring_deltas<kThreads>(delta_s, ring_dt, hist, start, R, tid);
+  cp_async_commit();
+  for (int i = tid; i < n; i += kThreads) delta_s[hist + i] = token_delta(i);
 
   // C of every window token for this lane's n indices (zero past n: those sums are never written).
   float c_reg[kT][KV][VE];
@@ -186,6 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
       }
     }
   }
+  cp_async_wait<0>();
   __syncthreads();
 
   // Decay weights (see the header comment), every exponent a sum over consecutive entries.
@@ -209,13 +211,12 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
     if (j < n_ent) {
 #pragma unroll
       for (int k = 0; k < KV; ++k) {
-        const float* bp = b_s + j * N + L::n_of(lr, k, 0);
+        float bv[VE];
+        load_f32<Act, VE>(b_raw + j * N + L::n_of(lr, k, 0), bv);
 #pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float b = bp[e];
+        for (int e = 0; e < VE; ++e)
 #pragma unroll
-          for (int i = 0; i < kT; ++i) part[i] = fmaf(b, c_reg[i][k][e], part[i]);
-        }
+          for (int i = 0; i < kT; ++i) part[i] = fmaf(bv[e], c_reg[i][k][e], part[i]);
       }
     }
     L::template row_sums<kT>(part, lr);
@@ -233,16 +234,15 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
   const float D = p.layer.D != nullptr ? p.layer.D[h] : 0.f;
   for (int e = tid; e < n * plen; e += kThreads) {
     const int i = e / plen, pl = e - i * plen;
-    const float* const xr = x_s + pl * ldx;
     const int last = hist + i;
-    float ht = D * xr[last];
-    for (int k = e0; k <= last; ++k) ht = fmaf(w_s[i * R + k] * bc_s[i * R + k], xr[k], ht);
+    float ht = D * to_float(x_raw[last * p_chunk + pl]);
+    for (int k = e0; k <= last; ++k) ht = fmaf(w_s[i * R + k] * bc_s[i * R + k], to_float(x_raw[k * p_chunk + pl]), ht);
     hterm_s[i * p_chunk + pl] = ht;
   }
   if (flush)
     for (int e = tid; e < plen * hist; e += kThreads) {
       const int pl = e / hist, j = e - pl * hist;
-      x_s[pl * ldx + j] *= fold_w_s[j];
+      x_s[pl * ldx + j] = fold_w_s[j] * to_float(x_raw[j * p_chunk + pl]);
     }
   __syncthreads();
 
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
 
     float acc[U][KV][VE];
     Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_s, x_s, ldx, acc);
+    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
     if (write_state) stream.store(it, acc);
 
     // The kT dot products of each state row with the window's C vectors.

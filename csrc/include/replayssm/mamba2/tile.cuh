@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace replayssm::mamba2 {
 
@@ -100,6 +101,27 @@ template <>
 struct StateVec<__nv_bfloat16> : StateVec16<__nv_bfloat162, __nv_bfloat16> {};
 template <>
 struct StateVec<__half> : StateVec16<__half2, __half> {};
+
+// VE consecutive values of T in shared memory (aligned to VE * sizeof(T), up to 16 bytes) as fp32.
+template <typename T, int VE>
+__device__ __forceinline__ void load_f32(const T* src, float (&out)[VE]) {
+  static_assert(VE % 4 == 0, "VE: whole 16-byte state vectors of fp32 (4) or 16-bit (8) elements");
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int q = 0; q < VE / 4; ++q) {
+      const float4 v = reinterpret_cast<const float4*>(src)[q];
+      out[4 * q + 0] = v.x, out[4 * q + 1] = v.y, out[4 * q + 2] = v.z, out[4 * q + 3] = v.w;
+    }
+  } else if constexpr (VE == 4) {
+    using Cvt = typename StateVec<T>::Cvt;
+    const uint2 w = *reinterpret_cast<const uint2*>(src);
+    const float2 a = Cvt::unpack(w.x), b = Cvt::unpack(w.y);
+    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+  } else {
+#pragma unroll
+    for (int q = 0; q < VE / 8; ++q) StateVec<T>::unpack(reinterpret_cast<const uint4*>(src)[q], out + 8 * q);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Lane layout of one state row (N elements, N contiguous) over a warp.
@@ -275,9 +297,11 @@ struct TileStream {
       }
   }
 
-  // acc[p][n] += sum_{j < n_upd} sx[p][j] B_j[n]: the rank-n_upd update, with B_j (fp32) at
-  // b_s + j * N and the left factors sx at x_s + p * ldx + j in shared memory.
-  __device__ __forceinline__ void add_rank_update(int it, int n_upd, const float* b_s, const float* x_s, int ldx,
+  // acc[p][n] += sum_{j < n_upd} sx[p][j] B_j[n]: the rank-n_upd update, with B_j (BT: fp32 or the
+  // activation dtype, as staged) at b_s + j * N and the left factors sx at x_s + p * ldx + j in
+  // shared memory.
+  template <typename BT>
+  __device__ __forceinline__ void add_rank_update(int it, int n_upd, const BT* b_s, const float* x_s, int ldx,
                                                   float (&acc)[U][KV][VE]) const {
     int xrow[U];
 #pragma unroll
@@ -285,14 +309,7 @@ struct TileStream {
     for (int j = 0; j < n_upd; ++j) {
       float bj[KV][VE];
 #pragma unroll
-      for (int k = 0; k < KV; ++k) {
-        const float4* bp = reinterpret_cast<const float4*>(b_s + j * N + L::n_of(lr, k, 0));
-#pragma unroll
-        for (int q = 0; q < VE / 4; ++q) {
-          const float4 v = bp[q];
-          bj[k][4 * q + 0] = v.x, bj[k][4 * q + 1] = v.y, bj[k][4 * q + 2] = v.z, bj[k][4 * q + 3] = v.w;
-        }
-      }
+      for (int k = 0; k < KV; ++k) load_f32<BT, VE>(b_s + j * N + L::n_of(lr, k, 0), bj[k]);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const float sx = x_s[xrow[u] + j];

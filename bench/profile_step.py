@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""One op at fixed cursors, repeated: the process to put under Nsight Compute or Nsight Systems.
+
+Every row sits at the same phase (history length --hist, flush flag --flush), so a profiled launch
+is a pure non-flush or a pure flush step of the kernel named by --op. From the repository root:
+
+    ncu --set full -k regex:window_kernel --launch-skip 3 --launch-count 1 \
+        python bench/profile_step.py --op gdn_spec_verify --geometry qwen3.5-4b --T 4 --hist 8
+    nsys profile python bench/profile_step.py --op mamba2_decode --geometry nemotron3-nano-4b --hist 15
+
+Ops: mamba2_decode (--route), mamba2_spec_verify, mamba2_state_update, gdn_decode, gdn_spec_verify,
+gdn_state_update. It prints the median time per launch from CUDA events (not a benchmark: no
+graphs, no L2 flushing; replayssm_ext.benchmark is that).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root holds the package
+
+import torch  # noqa: E402
+
+from replayssm_ext import benchmark as bm  # noqa: E402
+
+OPS = ("mamba2_decode", "mamba2_spec_verify", "mamba2_state_update", "gdn_decode", "gdn_spec_verify",
+       "gdn_state_update")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--op", choices=OPS, required=True)
+    ap.add_argument("--geometry", default=None, help="a benchmark geometry name (default: the family's first)")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("-B", "--hist-capacity", type=int, default=16)
+    ap.add_argument("--T", type=int, default=1, help="tokens per row (spec verify)")
+    ap.add_argument("--hist", type=int, default=8, help="history length of every row")
+    ap.add_argument("--flush", action="store_true", help="every row flushes")
+    ap.add_argument("--route", default="output_only", choices=("output_only", "state_and_output"))
+    ap.add_argument("--state-dtype", default="fp32", choices=sorted(bm.DTYPES))
+    ap.add_argument("--act-dtype", default="bf16", choices=sorted(bm.DTYPES))
+    ap.add_argument("--iters", type=int, default=10)
+    args = ap.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        ap.error("needs a CUDA device")
+    m2 = args.op.startswith("mamba2")
+    geoms = bm.MAMBA2_GEOMETRIES if m2 else bm.GDN_GEOMETRIES
+    geom = next((g for g in geoms if args.geometry in (None, g.name)), None)
+    if geom is None:
+        ap.error(f"--geometry must be one of {[g.name for g in geoms]} for {args.op}, got {args.geometry!r}")
+    T = args.T
+    R = args.hist_capacity + T
+    if not 0 <= args.hist <= R - T:
+        ap.error(f"--hist must be in [0, {R - T}] (R = B + T = {R}), got {args.hist}")
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    fam = (bm.Mamba2Family if m2 else bm.GDNFamily)(geom, bm.DTYPES[args.state_dtype], bm.DTYPES[args.act_dtype],
+                                                    dev, gen)
+    batch = args.batch
+    params = fam.make_params()
+    state = fam.make_state(batch)
+    rings = fam.make_rings(batch, R, params)
+    slots = torch.arange(batch, dtype=torch.int32, device=dev)
+    cur = bm.Cursors.empty(batch, dev)
+    cur.hist.fill_(args.hist)
+    cur.flush.fill_(1 if args.flush else 0)
+    spec = args.op.endswith("spec_verify")
+    inp = fam.make_inputs(batch * T if spec else batch)
+    out = fam.make_out(batch * T if spec else batch)
+    cu = torch.arange(0, batch * T + 1, T, dtype=torch.int32, device=dev)
+    base = args.op.endswith("state_update")
+    pristine = cur.clone()
+
+    def step():
+        cur.copy_(pristine)  # the op reads the cursors only; restoring keeps every launch at one phase
+        if base:
+            fam.state_update(inp, params, state, slots, out)
+        elif spec:
+            fam.spec_verify(inp, params, state, rings, cu, slots, cur, out, T)
+        elif m2:
+            fam.decode(inp, params, state, rings, slots, cur, out, route=args.route)
+        else:
+            fam.decode(inp, params, state, rings, slots, cur, out)
+
+    times = []
+    for _ in range(args.iters):
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record()
+        step()
+        t1.record()
+        torch.cuda.synchronize()
+        times.append(t0.elapsed_time(t1) * 1e3)
+    times.sort()
+    print(f"{args.op} {geom.name} batch={batch} B={args.hist_capacity} T={T} hist={args.hist} "
+          f"flush={int(args.flush)}: median {times[len(times) // 2]:.1f} us per launch (events, eager)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+// cp.async (global -> shared without passing through registers), shared by the kernel families.
+// A loop of these issues every copy before any arrives, where a loop of plain loads into shared
+// memory waits for each load in turn: the ring entries of a row come in about one memory latency.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace replayssm {
+
+// 16 bytes; .cg keeps the data out of L1 (each ring entry is read by one CTA per step).
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+// 4 bytes (.ca: the only form for copies under 16 bytes).
+__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+}  // namespace replayssm

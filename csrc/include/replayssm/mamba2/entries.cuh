@@ -1,0 +1,68 @@
+// The replay entries of one Mamba-2 row -- the ring's history, then the step's own tokens -- staged
+// into shared memory with cp.async, and read back as fp32. Shared by the replay kernel and the
+// spec kernel.
+//
+// Why cp.async: a CTA cannot start its per-row arithmetic before its entries arrive, and a loop of
+// plain loads into shared memory waits one memory latency per iteration (about 16 dependent
+// latencies for the B entries of a 16-entry history). Issued as cp.async they are all in flight
+// together, alongside the first state loads. Measured on the H200 before this change: the
+// non-flush decode step grew by ~16 us per history entry at batch 256 (docs/perf-notes.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "replayssm/common/async_copy.cuh"
+#include "replayssm/common/cursor.h"
+#include "replayssm/mamba2/tile.cuh"
+
+namespace replayssm::mamba2 {
+
+// Where entry j of a row lives: j < hist is the ring entry at logical position j, j >= hist is
+// token j - hist of the step's inputs. Both pointers are already offset to the first element
+// wanted (the P chunk of x, or the group's B).
+template <typename Act>
+struct EntryRows {
+  const Act* ring;   // logical entry 0 is at ring + ring_index(start, 0, R) * ring_step
+  int64_t ring_step;  // elements between ring entries
+  const Act* tok;    // the first token's row
+  int64_t tok_step;   // elements between tokens
+  int hist, start, R;
+
+  __device__ __forceinline__ const Act* row(int j) const {
+    return j < hist ? ring + static_cast<int64_t>(ring_index(start, j, R)) * ring_step : tok + (j - hist) * tok_step;
+  }
+};
+
+// Copies `len` elements of entries 0 .. n_ent-1 to dst + j * ld. `vec` (every source row and dst
+// row 16-byte aligned, len a whole number of 16-byte pieces) takes cp.async; the caller commits
+// and waits. Otherwise element copies, for views the launcher found misaligned.
+template <typename Act, int kThreads>
+__device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<Act>& rows, int n_ent, int len, bool vec,
+                                              int tid) {
+  if (vec) {
+    constexpr int kPer16 = 16 / static_cast<int>(sizeof(Act));
+    const int pieces = len / kPer16;
+    for (int e = tid; e < n_ent * pieces; e += kThreads) {
+      const int j = e / pieces, c = e - j * pieces;
+      cp_async16(dst + j * ld + c * kPer16, rows.row(j) + c * kPer16);
+    }
+  } else {
+    for (int e = tid; e < n_ent * len; e += kThreads) {
+      const int j = e / len, i = e - j * len;
+      dst[j * ld + i] = rows.row(j)[i];
+    }
+  }
+}
+
+// The history's delta_j (fp32 in the ring) to dst[0 .. hist-1], by cp.async.
+template <int kThreads>
+__device__ __forceinline__ void stage_ring_deltas(float* dst, const float* ring_dt, int hist, int start, int R, int tid) {
+  for (int j = tid; j < hist; j += kThreads) cp_async4(dst + j, ring_dt + ring_index(start, j, R));
+}
+
+// Shared-memory space for `count` values of T, in floats rounded up to 16 bytes.
+__host__ __device__ inline int floats_for(int count, int elem_bytes) { return ((count * elem_bytes + 15) / 16) * 4; }
+
+}  // namespace replayssm::mamba2
