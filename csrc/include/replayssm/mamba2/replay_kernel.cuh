@@ -36,10 +36,11 @@
 namespace replayssm::mamba2 {
 
 // Shared memory of one CTA, in floats: the fold's left factors s_j x_j [p_chunk][odd(R)]; delta_j,
-// s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; then the
-// staged entries in the activation dtype, B_j [R][N] and x_j [R][p_chunk] (16-byte aligned).
+// s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; the
+// update's B_j in fp32 [R][N]; then the staged entries in the activation dtype, B_j [R][N] and
+// x_j [R][p_chunk].
 struct ReplaySmem {
-  int x, ldx, delta, weight, bc, dot, hterm, b_raw, x_raw, total;
+  int x, ldx, delta, weight, bc, dot, hterm, b_f32, b_raw, x_raw, total;
   __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes) {
     ldx = odd_stride(R);
     x = 0;
@@ -48,7 +49,8 @@ struct ReplaySmem {
     bc = weight + R;
     dot = bc + R;
     hterm = dot + p_chunk;
-    b_raw = floats_for(hterm + p_chunk, 4);
+    b_f32 = floats_for(hterm + p_chunk, 4);
+    b_raw = b_f32 + R * N;
     x_raw = b_raw + floats_for(R * N, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
@@ -118,6 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   float* const bc_s = smem + lay.bc;
   float* const dot_s = smem + lay.dot;
   float* const hterm_s = smem + lay.hterm;
+  float* const b_f32 = smem + lay.b_f32;                         // [j][N], entries j < n_upd
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [j][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [j][p_chunk]
   const int ldx = lay.ldx;
@@ -192,6 +195,9 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   for (int i = 0; i < n_w; ++i) sum_all += delta_s[i];
   const float decay_all = expf(A * sum_all);
 
+  // The update's B_j in fp32, converted once rather than in every stream iteration.
+  for (int e = tid; e < n_upd * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
+
   // B_j . C for every staged entry (decode): kRowsPerWarp entries per warp pass.
   if (decode) {
     for (int jb = warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
@@ -246,7 +252,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
     float acc[U][KV][VE];
     Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
     if (write_state) stream.store(it, acc);
 
     if (decode) {

@@ -40,10 +40,11 @@ namespace replayssm::mamba2 {
 
 // Shared memory of one spec CTA, in floats: the fold's left factors s_k x_k [p_chunk][odd(R)];
 // delta_k and the fold weights s_k [R] each; the output weights w_ik and B_k.C_i [kT][R] each; c1_i
-// [kT]; the state dot products and the additive output terms [kT][p_chunk] each; then the staged
-// entries in the activation dtype, B_k [R][N] and x_k [R][p_chunk] (16-byte aligned).
+// [kT]; the state dot products and the additive output terms [kT][p_chunk] each; the fold's B_k in
+// fp32 [R][N]; then the staged entries in the activation dtype, B_k [R][N] and x_k [R][p_chunk].
+//
 struct SpecSmem {
-  int x, ldx, delta, fold_w, w, bc, c1, dot, hterm, b_raw, x_raw, total;
+  int x, ldx, delta, fold_w, w, bc, c1, dot, hterm, b_f32, b_raw, x_raw, total;
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes) {
     ldx = odd_stride(R);
     x = 0;
@@ -54,7 +55,8 @@ struct SpecSmem {
     c1 = bc + kT * R;
     dot = c1 + kT;
     hterm = dot + kT * p_chunk;
-    b_raw = floats_for(hterm + kT * p_chunk, 4);
+    b_f32 = floats_for(hterm + kT * p_chunk, 4);
+    b_raw = b_f32 + R * N;
     x_raw = b_raw + floats_for(R * N, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
@@ -67,8 +69,21 @@ __device__ __forceinline__ float sum_entries(const float* d, int lo, int hi) {
   return s;
 }
 
+// CTAs per SM the register allocation must leave room for (as for the replay kernel: more CTAs in
+// flight hide the per-CTA prologue). kT <= 4 fits 6 CTAs (80 registers) without spilling; kT = 8
+// holds 8 C vectors per lane and fits 5 (96 registers, a 12-byte spill). The unbounded allocation
+// gives 96 / 127 registers (5 / 4 CTAs). REPLAYSSM_M2_SPEC_MIN_CTAS overrides it for measurements.
+template <int kT>
+constexpr int spec_min_ctas() {
+#ifdef REPLAYSSM_M2_SPEC_MIN_CTAS
+  return REPLAYSSM_M2_SPEC_MIN_CTAS;
+#else
+  return kT >= 8 ? 5 : 6;
+#endif
+}
+
 template <typename Act, typename St, int N, int kWarps, int kT>
-__global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
+__global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;
@@ -127,6 +142,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
   float* const c1_s = smem + lay.c1;
   float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
   float* const hterm_s = smem + lay.hterm;  // [i][pl], row stride p_chunk
+  float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [k][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [k][p_chunk]
   const int ldx = lay.ldx;
@@ -239,11 +255,13 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
     for (int k = e0; k <= last; ++k) ht = fmaf(w_s[i * R + k] * bc_s[i * R + k], to_float(x_raw[k * p_chunk + pl]), ht);
     hterm_s[i * p_chunk + pl] = ht;
   }
-  if (flush)
+  if (flush) {
     for (int e = tid; e < plen * hist; e += kThreads) {
       const int pl = e / hist, j = e - pl * hist;
       x_s[pl * ldx + j] = fold_w_s[j] * to_float(x_raw[j * p_chunk + pl]);
     }
+    for (int e = tid; e < hist * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
+  }
   __syncthreads();
 
   const int n_upd = flush ? hist : 0;
@@ -257,7 +275,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_spec_verify_kernel(const S
 
     float acc[U][KV][VE];
     Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
     if (write_state) stream.store(it, acc);
 
     // The kT dot products of each state row with the window's C vectors.

@@ -298,8 +298,9 @@ struct TileStream {
   }
 
   // acc[p][n] += sum_{j < n_upd} sx[p][j] B_j[n]: the rank-n_upd update, with B_j (BT: fp32 or the
-  // activation dtype, as staged) at b_s + j * N and the left factors sx at x_s + p * ldx + j in
-  // shared memory.
+  // activation dtype) at b_s + j * N and the left factors sx at x_s + p * ldx + j in shared memory.
+  // (Reading four factors per 16-byte load needs 4 U more live registers and spilled at the
+  // replay kernel's 64-register bound.)
   template <typename BT>
   __device__ __forceinline__ void add_rank_update(int it, int n_upd, const BT* b_s, const float* x_s, int ldx,
                                                   float (&acc)[U][KV][VE]) const {
@@ -347,5 +348,6 @@ __device__ __forceinline__ float gate(float y, float z) { return y * (z / (1.f +
 // A row stride for [p][j] tiles in shared memory that is odd, so consecutive p land in different
 // banks.
 __host__ __device__ __forceinline__ int odd_stride(int n) { return (n % 2 == 0) ? n + 1 : n; }
+
 
 }  // namespace replayssm::mamba2
