@@ -1,13 +1,12 @@
 // The pieces the GDN row kernel (rows_kernel.cuh) and window kernel (spec_kernel.cuh) share: the
-// element conversions, the state-row layout over lanes and the history
-// decay weights. Both kernels replay the same ring against the same checkpoint stream, so a fix to
-// one of these (a rounding choice, a bound) must land in both; one copy makes that automatic.
+// element conversions, the state-row layout over lanes, the history decay weights and the
+// in-shared-memory fold of the history into a checkpoint chunk. Both kernels replay the same ring
+// against the same checkpoint stream, so a fix to one of these (a rounding choice, a bound) must
+// land in both; one copy makes that automatic.
 //
-// The row kernels were tuned on the H200, and sharing a piece must not change their SASS: each
-// piece here left the instruction mix and register counts of every gdn_rows_kernel instance
-// unchanged (checked with cuobjdump on sm_90a). The state-stream issue, the ring prefetch, the
-// in-shared-memory fold and the state-row stores are not here for that reason: as helpers each
-// of them moved register counts or the FFMA/LDS mix of some row-kernel instance.
+// The state-stream issue, the ring prefetch and the state-row stores stay in each kernel: as
+// shared helpers they moved register counts or the FFMA/LDS mix of some row-kernel instance
+// (checked with cuobjdump on sm_90a).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -233,13 +232,41 @@ __device__ __forceinline__ void history_weights(int n, int lane, const float* s_
   }
 }
 
-// The fold coefficients e^(G - G_j) u_j[v] as fp32, [n][tile rows]: the per-row weights of the
-// in-shared-memory fold of the history into the checkpoint chunks.
-template <typename AT>
-__device__ __forceinline__ void fold_coefficients(int n, int tile_rows, const float* s_weight, const AT* s_ring_u_raw,
-                                                  float* s_ring_c) {
-  for (int i = threadIdx.x; i < n * tile_rows; i += kThreads)
-    s_ring_c[i] = s_weight[i / tile_rows] * Elem<AT>::to_f32(s_ring_u_raw[i]);
+// The fold of the history into one chunk of rows_per_stage state rows held in shared memory
+// (flush rows): S = decay * S0 + sum_{j < n} (w_j u_j) k_j^T, with w_j = s_weight[j], u_j the
+// chunk's rows of ring entry j (s_ring_u_raw, [n][tile rows] as stored) and k_j (s_ring_k_raw,
+// [n][K] as stored). Column by column: a thread owns fixed columns, so w_j k_j[col] is one load
+// and one multiply per entry, reused over 8 consecutive rows whose u_j come in one 16-byte load.
+// (An fp32 copy of the weighted u in shared memory cost 8.7 KB per CTA and held the row kernel to
+// 3 CTAs per SM.) The caller's barrier must follow before other threads read the chunk.
+template <int K, typename ST, typename AT>
+__device__ __forceinline__ void fold_chunk(ST* buf, int chunk_row0, int rows_per_stage, int tile_rows, float decay, int n,
+                                           const float* s_weight, const AT* s_ring_k_raw, const AT* s_ring_u_raw) {
+  constexpr int kColsPerThread = K > kThreads ? K / kThreads : 1;
+  constexpr int kRowSplit = K < kThreads ? kThreads / K : 1;  // threads sharing a column
+  const int rows_per_thread = rows_per_stage / kRowSplit;     // a multiple of 8
+  const int col0 = K < kThreads ? threadIdx.x % K : threadIdx.x;
+  const int row0 = K < kThreads ? (threadIdx.x / K) * rows_per_thread : 0;
+#pragma unroll
+  for (int cc = 0; cc < kColsPerThread; ++cc) {
+    const int cidx = col0 + cc * kThreads;
+    for (int rb = row0; rb < row0 + rows_per_thread; rb += 8) {
+      float x[8];
+#pragma unroll
+      for (int r = 0; r < 8; ++r) x[r] = decay * Elem<ST>::to_f32(buf[(rb + r) * K + cidx]);
+      const AT* ubase = s_ring_u_raw + chunk_row0 + rb;
+#pragma unroll 2
+      for (int j = 0; j < n; ++j) {
+        const float wk = s_weight[j] * Elem<AT>::to_f32(s_ring_k_raw[j * K + cidx]);
+        float u[8];
+        load_f32<AT, 8>(ubase + j * tile_rows, u);
+#pragma unroll
+        for (int r = 0; r < 8; ++r) x[r] = fmaf(u[r], wk, x[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < 8; ++r) buf[(rb + r) * K + cidx] = Elem<ST>::from_f32(x[r]);
+    }
+  }
 }
 
 }  // namespace replayssm::gdn

@@ -33,7 +33,7 @@ enum class Mode { kDecode, kStateUpdate, kFold };
 // Shared memory, in floats; every section starts on a 16-byte boundary.
 struct SmemLayout {
   // [0, ring_k_raw): the cp.async stage buffers of the state stream.
-  int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, hist_k, hist_q, vin, y, u, scalars, ring_c, total;
+  int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, hist_k, hist_q, vin, y, u, scalars, total;
 };
 
 // with_ring: the CTA replays the ring (decode, fold); act_bytes: the ring's element size.
@@ -55,7 +55,6 @@ __host__ __device__ inline SmemLayout smem_layout(int ring_len, int tile_rows, i
   s.y = at, at += T;
   s.u = at, at += T;
   s.scalars = at, at += 4;
-  s.ring_c = at, at += R * T;  // e^(G - G_j) u_j[v] as fp32, [R][tile rows] (flush rows)
   s.total = at;
   return s;
 }
@@ -125,7 +124,6 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   float* const s_y = smem + lay.y;
   float* const s_u = smem + lay.u;
   float* const s_scalars = smem + lay.scalars;  // [0] = e^G
-  float* const s_ring_c = smem + lay.ring_c;    // e^(G - G_j) u_j[v], [R][tile_rows] (flush rows)
 
   // ---- loads, all issued before anything waits: the token's q, k, a, b (registers), then, once
   // the cursors are known, the ring entries (cp.async group 0) and the first state chunks (groups
@@ -239,9 +237,8 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
     __syncthreads();
     eG = s_scalars[0];
 
-    // Per tile row: the fold coefficients e^(G - G_j) u_j[v] (flush rows) or the history terms
-    // (non-flush decode rows); the state stream's first barrier publishes them.
-    if (fold) fold_coefficients(n, tile_rows, s_weight, s_ring_u_raw, s_ring_c);
+    // Per tile row: the history terms (non-flush decode rows); the state stream's first barrier
+    // publishes them.
     if constexpr (kToken) {
       if (!fold) {
         for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
@@ -266,34 +263,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
     issue_chunk(chunk + kStages - 1);
     ST* const buf = stage_base + (chunk % kStages) * rows_per_stage * K;
     if (fold) {
-      // S_prev = e^G S0 + sum_j (e^(G-G_j) u_j) k_j^T on the chunk, in shared memory, column by
-      // column: a thread owns fixed columns, so k_j[col] is one load per j reused over its rows
-      // and the coefficients of 8 consecutive rows are two broadcast loads.
-      constexpr int kColsPerThread = K > kThreads ? K / kThreads : 1;
-      constexpr int kRowSplit = K < kThreads ? kThreads / K : 1;  // threads sharing a column
-      const int rows_per_thread = rows_per_stage / kRowSplit;     // a multiple of 8
-      const int col0 = K < kThreads ? threadIdx.x % K : threadIdx.x;
-      const int row0 = K < kThreads ? (threadIdx.x / K) * rows_per_thread : 0;
-#pragma unroll
-      for (int cc = 0; cc < kColsPerThread; ++cc) {
-        const int cidx = col0 + cc * kThreads;
-        for (int rb = row0; rb < row0 + rows_per_thread; rb += 8) {
-          float x[8];
-#pragma unroll
-          for (int r = 0; r < 8; ++r) x[r] = eG * Elem<ST>::to_f32(buf[(rb + r) * K + cidx]);
-          const float* cbase = s_ring_c + chunk * rows_per_stage + rb;
-#pragma unroll 2
-          for (int j = 0; j < n; ++j) {
-            const float kj = Elem<AT>::to_f32(s_ring_k_raw[j * K + cidx]);
-            const float4 c0 = *reinterpret_cast<const float4*>(cbase + j * tile_rows);
-            const float4 c1 = *reinterpret_cast<const float4*>(cbase + j * tile_rows + 4);
-            x[0] += c0.x * kj, x[1] += c0.y * kj, x[2] += c0.z * kj, x[3] += c0.w * kj;
-            x[4] += c1.x * kj, x[5] += c1.y * kj, x[6] += c1.z * kj, x[7] += c1.w * kj;
-          }
-#pragma unroll
-          for (int r = 0; r < 8; ++r) buf[(rb + r) * K + cidx] = Elem<ST>::from_f32(x[r]);
-        }
-      }
+      // S_prev = e^G S0 + sum_j (e^(G-G_j) u_j) k_j^T on the chunk, in shared memory.
+      fold_chunk<K, ST, AT>(buf, chunk * rows_per_stage, rows_per_stage, tile_rows, eG, n, s_weight, s_ring_k_raw,
+                            s_ring_u_raw);
       __syncthreads();  // the row groups below read other threads' columns
     }
     for (int g = warp; g < groups_per_stage; g += kWarps) {  // warp-uniform

@@ -3,7 +3,7 @@
 // update (the spec baseline).
 //
 // Work split and state stream as in rows_kernel.cuh: a CTA owns (row, v-head, tile of tile_rows
-// state rows), S streams global -> shared by cp.async in kStages chunk buffers, a state row is
+// state rows), S streams global -> shared by cp.async in kWindowStages chunk buffers, a state row is
 // spread over kLanes = K/16 lanes (16 elements each). The window's q̂_i and k̂_i (fp32, L2
 // normalised) and v_i[tile rows] sit in shared memory, so every row group can take the dot
 // products of its state row with all of them.
@@ -35,12 +35,18 @@ enum class WindowMode { kSpecVerify, kSnapshotUpdate };
 // The most tokens a spec-verify row may hold: the solve keeps one u_i per token in registers.
 constexpr int kMaxSpecTokens = 8;
 
+// State-stream buffers of the window kernel: one fewer than the rows kernel's kStages. With the
+// window's per-token sections its shared memory held it to 3 CTAs per SM (ncu, Qwen3.5-4B, T = 4:
+// 64.7 KB per CTA, 12 warps per SM, 20 % of DRAM bandwidth on a non-flush step); 3 buffers of
+// 8 KB and no fp32 fold coefficients fit 4.
+constexpr int kWindowStages = 3;
+
 // Shared memory of the window kernel, in floats; every section starts on a 16-byte boundary.
 // T = max_tokens sizes the per-token sections.
 struct WindowSmem {
   // [0, ring_k_raw): the cp.async stage buffers of the state stream.
   int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, win_k, win_q, win_v, sk, sq, tok, pair, scalars,
-      target, ring_c, total;
+      target, total;
 };
 
 __host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T, int tile_rows, int K,
@@ -48,7 +54,7 @@ __host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T
   const int R = spec ? ring_len : 0;
   const int TT = round4(T * T);
   WindowSmem s{};
-  int at = kStages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
+  int at = kWindowStages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
   s.ring_k_raw = at, at += round4(R * K * act_bytes / 4);          // history k_j as stored (act)
   s.ring_u_raw = at, at += round4(R * tile_rows * act_bytes / 4);  // history u_j[tile rows] (act)
   s.ring_g = at, at += round4(R);                                  // history g_j
@@ -64,7 +70,6 @@ __host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T
   s.pair = at, at += 5 * TT;         // [i][j]: e^(G_i - G_j), k̂_i.k̂_j, k̂_j.q̂_i, A, e^(G_i-G_j) k̂_j.q̂_i
   s.scalars = at, at += 4;           // [0] = e^Gh
   s.target = at, at += round4(T);    // snapshot slots (int32)
-  s.ring_c = at, at += R * tile_rows;  // e^(Gh - Gh_j) u_j[v] as fp32, [R][tile rows] (flush rows)
   s.total = at;
   return s;
 }
@@ -138,14 +143,14 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int num_chunks = tile_rows / rows_per_stage;
   const int groups_per_stage = rows_per_stage / kRowsPerWarp;
   ST* const stage_base = reinterpret_cast<ST*>(smem);
-  // Chunk c of the tile into buffer c % kStages; every thread commits a group, empty or not, so
+  // Chunk c of the tile into buffer c % kWindowStages; every thread commits a group, empty or not, so
   // the group counts stay uniform.
   auto issue_chunk = [&](int c) {
     if (c < num_chunks) {
       constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
       const int pieces = rows_per_stage * K / kPer16;
       const ST* src = state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K;
-      ST* dst = stage_base + (c % kStages) * rows_per_stage * K;
+      ST* dst = stage_base + (c % kWindowStages) * rows_per_stage * K;
       for (int i = threadIdx.x; i < pieces; i += kThreads) cp_async16(dst + i * kPer16, src + i * kPer16);
     }
     cp_async_commit();
@@ -176,10 +181,9 @@ __global__ void __launch_bounds__(kThreads, 4)
   float* const s_dmat = s_amat + TT;       // [i * T + j] e^(G_i - G_j) k̂_j . q̂_i, j <= i
   float* const s_scalars = smem + lay.scalars;
   int32_t* const s_target = reinterpret_cast<int32_t*>(smem + lay.target);
-  float* const s_ring_c = smem + lay.ring_c;
 
   // ---- loads: the ring entries (cp.async group 0, empty for the snapshot form), the first state
-  // chunks (groups 1 .. kStages - 1), then the window's tokens with ordinary loads.
+  // chunks (groups 1 .. kWindowStages - 1), then the window's tokens with ordinary loads.
   if constexpr (kSpec) {
     const AT* ring_k = static_cast<const AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                        static_cast<int64_t>(h) * R * K;
@@ -201,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
   cp_async_commit();
 #pragma unroll
-  for (int c = 0; c < kStages - 1; ++c) issue_chunk(c);
+  for (int c = 0; c < kWindowStages - 1; ++c) issue_chunk(c);
 
   // q̂_i and k̂_i: warp w takes tokens w, w + kWarps, ...; lane l holds elements l + 32 e.
   for (int i = warp; i < n; i += kWarps) {
@@ -245,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     s_win_v[idx] = Elem<AT>::to_f32(
         static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv) * V + v0 + vl]);
   }
-  cp_async_wait<kStages - 1>();  // group 0: the ring entries
+  cp_async_wait<kWindowStages - 1>();  // group 0: the ring entries
   __syncthreads();
 
   float eGh = 1.f;
@@ -309,16 +313,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     __syncthreads();
     eGh = s_scalars[0];
 
-    // The solve's matrices; the fold coefficients (flush rows) or the history terms (non-flush
-    // rows) per tile row. The state stream's first barrier publishes them.
+    // The solve's matrices, and the history terms per tile row (non-flush rows). The state stream's first barrier publishes them.
     for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
       const int i = idx / n, j = idx % n;
       if (j < i) s_amat[i * T + j] = s_beta[i] * s_decay[i * T + j] * s_kk[i * T + j];
       if (j <= i) s_dmat[i * T + j] = s_decay[i * T + j] * s_kq[i * T + j];
     }
-    if (fold) {
-      fold_coefficients(nh, tile_rows, s_weight, s_ring_u_raw, s_ring_c);
-    } else {
+    if (!fold) {
       for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
         const int i = idx / tile_rows, vl = idx % tile_rows;
         float hk = 0.f, hq = 0.f;
@@ -334,40 +335,16 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 
   // ---- the state stream: chunk c waits for its cp.async group, the barrier publishes it (and
-  // frees the buffer of chunk c - 1, which chunk c + kStages - 1 then refills).
+  // frees the buffer of chunk c - 1, which chunk c + kWindowStages - 1 then refills).
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<kWindowStages - 2>();
     __syncthreads();
-    issue_chunk(chunk + kStages - 1);
-    ST* const buf = stage_base + (chunk % kStages) * rows_per_stage * K;
+    issue_chunk(chunk + kWindowStages - 1);
+    ST* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
     if (kSpec && fold) {
-      // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory, column by
-      // column (the fold of rows_kernel.cuh).
-      constexpr int kColsPerThread = K > kThreads ? K / kThreads : 1;
-      constexpr int kRowSplit = K < kThreads ? kThreads / K : 1;  // threads sharing a column
-      const int rows_per_thread = rows_per_stage / kRowSplit;     // a multiple of 8
-      const int col0 = K < kThreads ? threadIdx.x % K : threadIdx.x;
-      const int row0 = K < kThreads ? (threadIdx.x / K) * rows_per_thread : 0;
-#pragma unroll
-      for (int cc = 0; cc < kColsPerThread; ++cc) {
-        const int cidx = col0 + cc * kThreads;
-        for (int rb = row0; rb < row0 + rows_per_thread; rb += 8) {
-          float x[8];
-#pragma unroll
-          for (int r = 0; r < 8; ++r) x[r] = eGh * Elem<ST>::to_f32(buf[(rb + r) * K + cidx]);
-          const float* cbase = s_ring_c + chunk * rows_per_stage + rb;
-#pragma unroll 2
-          for (int j = 0; j < nh; ++j) {
-            const float kj = Elem<AT>::to_f32(s_ring_k_raw[j * K + cidx]);
-            const float4 c0 = *reinterpret_cast<const float4*>(cbase + j * tile_rows);
-            const float4 c1 = *reinterpret_cast<const float4*>(cbase + j * tile_rows + 4);
-            x[0] += c0.x * kj, x[1] += c0.y * kj, x[2] += c0.z * kj, x[3] += c0.w * kj;
-            x[4] += c1.x * kj, x[5] += c1.y * kj, x[6] += c1.z * kj, x[7] += c1.w * kj;
-          }
-#pragma unroll
-          for (int r = 0; r < 8; ++r) buf[(rb + r) * K + cidx] = Elem<ST>::from_f32(x[r]);
-        }
-      }
+      // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory.
+      fold_chunk<K, ST, AT>(buf, chunk * rows_per_stage, rows_per_stage, tile_rows, eGh, nh, s_weight, s_ring_k_raw,
+                            s_ring_u_raw);
       __syncthreads();  // the row groups below read other threads' columns
     }
     for (int gi = warp; gi < groups_per_stage; gi += kWarps) {  // warp-uniform
