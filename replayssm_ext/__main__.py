@@ -102,15 +102,17 @@ def _mamba2_inputs(geom: Mamba2Geometry, steps: int, batch: int, act: torch.dtyp
     )
 
 
-def _mamba2_truth(inp: dict, batch: int):
-    ys, finals = [], []
-    for r in range(batch):
-        y, s = reference.mamba2_recurrence(
-            inp["x"][:, r], inp["dt"][:, r], inp["A"], inp["B"][:, r], inp["C"][:, r], D=inp["D"], z=inp["z"][:, r],
-            dt_bias=inp["dt_bias"], dt_softplus=True, state=inp["state0"][r], dtype=torch.float64)
-        ys.append(y)
-        finals.append(s)
+def _per_row_truth(batch: int, recurrence):
+    """The fp64 sequential recurrence of each row: outputs stacked as (steps, batch, ...) and final
+    states as (batch, ...). recurrence(r) runs row r and returns (y, final state)."""
+    ys, finals = zip(*(recurrence(r) for r in range(batch)))
     return torch.stack(ys, dim=1), torch.stack(finals)
+
+
+def _mamba2_truth(inp: dict, batch: int):
+    return _per_row_truth(batch, lambda r: reference.mamba2_recurrence(
+        inp["x"][:, r], inp["dt"][:, r], inp["A"], inp["B"][:, r], inp["C"][:, r], D=inp["D"], z=inp["z"][:, r],
+        dt_bias=inp["dt_bias"], dt_softplus=True, state=inp["state0"][r], dtype=torch.float64))
 
 
 def _mamba2_classic(geom, inp, steps, batch, slots, num_slots) -> RunResult:
@@ -185,14 +187,9 @@ def _gdn_inputs(geom: GDNGeometry, steps: int, batch: int, act: torch.dtype, gen
 
 
 def _gdn_truth(inp: dict, batch: int):
-    ys, finals = [], []
-    for r in range(batch):
-        y, s = reference.gdn_recurrence(
-            inp["q"][:, r], inp["k"][:, r], inp["v"][:, r], inp["a"][:, r], inp["b"][:, r], inp["A_log"],
-            inp["dt_bias"], inp["scale"], True, state=inp["state0"][r], dtype=torch.float64)
-        ys.append(y)
-        finals.append(s)
-    return torch.stack(ys, dim=1), torch.stack(finals)
+    return _per_row_truth(batch, lambda r: reference.gdn_recurrence(
+        inp["q"][:, r], inp["k"][:, r], inp["v"][:, r], inp["a"][:, r], inp["b"][:, r], inp["A_log"],
+        inp["dt_bias"], inp["scale"], True, state=inp["state0"][r], dtype=torch.float64))
 
 
 def _gdn_classic(geom, inp, steps, batch, slots, num_slots) -> RunResult:

@@ -57,9 +57,6 @@ bool dim0_vec_aligned(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.size(0) <= 1 || (t.stride(0) * esz) % 16 == 0);
 }
 
-// Whether the state can stream in 16-byte vectors (else the kernels go element-wise).
-bool state_vec_aligned(const Tensor& state) { return dim0_vec_aligned(state); }
-
 // Whether the replay entries (rows of P and N elements in these tensors, inner dims contiguous)
 // can be staged in 16-byte pieces.
 bool entries_vec_aligned(std::initializer_list<const Tensor*> tensors, int64_t P, int64_t N) {
@@ -213,7 +210,7 @@ void fill_ring(mamba2::ReplayParams& p, const Tensor& state, const Tensor& ring_
   p.ring_dt_stride = ring_dt.stride(0);
   p.ring_len = static_cast<int32_t>(R);
   p.state_dtype = to_dtype(state.scalar_type());
-  p.state_vec_aligned = state_vec_aligned(state);
+  p.state_vec_aligned = dim0_vec_aligned(state);  // else the state goes element-wise
   p.entries_vec_aligned = entries_vec_aligned({&ring_x, &ring_B}, ring_x.size(3), ring_B.size(3));
 }
 
@@ -397,7 +394,7 @@ void mamba2_state_update_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C,
   p.num_slots = num_slots;
   p.state = state.mutable_data_ptr();
   p.state_stride = state.stride(0);
-  p.state_vec_aligned = state_vec_aligned(state);
+  p.state_vec_aligned = dim0_vec_aligned(state);  // else the state goes element-wise
   p.cu_seqlens = opt_ptr<int32_t>(cu_seqlens);
   p.snapshot_slots = opt_ptr<int32_t>(snapshot_slots);
   p.snapshot_stride = snapshot_slots ? snapshot_slots->stride(0) : 0;
