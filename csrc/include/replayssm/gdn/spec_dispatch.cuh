@@ -14,9 +14,24 @@ namespace replayssm::gdn {
 
 template <WindowMode WM>
 struct WindowLauncher {
+  template <int kT, int K, typename ST, typename AT>
+  static const char* launch(const GdnParams& p, cudaStream_t stream) {
+    constexpr int kRowsPerWarp = 32 / (K / 16);
+    constexpr bool kSpec = WM == WindowMode::kSpecVerify;
+    int tiles = 0, tile_rows = 0;
+    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
+    const WindowSmem lay = window_smem(kSpec, p.ring_len, kSpec ? kT : p.max_tokens, tile_rows, K,
+                                       static_cast<int>(sizeof(ST)), static_cast<int>(sizeof(AT)));
+    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT>, p, tiles, tile_rows,
+                        static_cast<size_t>(lay.total) * sizeof(float), stream,
+                        kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
+                                "exceed the shared memory of the device"
+                              : "max_tokens too large: the window and state tiles of one CTA exceed the shared memory "
+                                "of the device");
+  }
+
   template <int K, typename ST, typename AT>
   static const char* run(const GdnParams& p, cudaStream_t stream) {
-    constexpr int kRowsPerWarp = 32 / (K / 16);
     constexpr bool kSpec = WM == WindowMode::kSpecVerify;
     if (p.cu_seqlens == nullptr) return "the window kernel needs cu_seqlens";
     // max_tokens = 0 (a snapshot_slots of width 0) leaves no room for a live row's tokens: the
@@ -24,16 +39,16 @@ struct WindowLauncher {
     if (p.batch == 0 || p.max_tokens < 1) return nullptr;
     if (kSpec && p.max_tokens > kMaxSpecTokens) return "max_tokens must be <= 8 (the spec-verify kernel's window)";
     if (!kSpec && p.snapshot_slots == nullptr) return "the snapshot state update needs snapshot_slots";
-    int tiles = 0, tile_rows = 0;
-    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
-    const WindowSmem lay = window_smem(kSpec, p.ring_len, p.max_tokens, tile_rows, K, static_cast<int>(sizeof(ST)),
-                                       static_cast<int>(sizeof(AT)));
-    return launch_tiled(gdn_window_kernel<WM, K, ST, AT>, p, tiles, tile_rows,
-                        static_cast<size_t>(lay.total) * sizeof(float), stream,
-                        kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
-                                "exceed the shared memory of the device"
-                              : "max_tokens too large: the window and state tiles of one CTA exceed the shared memory "
-                                "of the device");
+    if constexpr (kSpec) {
+      switch (spec_window_tile(p.max_tokens)) {
+        case 1: return launch<1, K, ST, AT>(p, stream);
+        case 2: return launch<2, K, ST, AT>(p, stream);
+        case 4: return launch<4, K, ST, AT>(p, stream);
+        default: return launch<8, K, ST, AT>(p, stream);
+      }
+    } else {
+      return launch<0, K, ST, AT>(p, stream);
+    }
   }
 };
 

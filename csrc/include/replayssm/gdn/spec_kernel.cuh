@@ -25,6 +25,7 @@
 // written to state[snapshot_slots[r, i]] (a padding id there: no write).
 #pragma once
 
+#include "replayssm/common/lane_sums.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/rows_kernel.cuh"
 
@@ -74,10 +75,27 @@ __host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T
   return s;
 }
 
-template <WindowMode WM, int K, typename ST, typename AT>
+// The window tile of the spec verify: the smallest power of two >= max_tokens (1, 2, 4, 8). The
+// snapshot form loops over its tokens at run time and takes 0.
+inline int spec_window_tile(int max_tokens) {
+  int t = 1;
+  while (t < max_tokens) t *= 2;
+  return t;
+}
+
+// kT: the spec verify's window tile (spec_window_tile; 0 for the snapshot form). Every per-token
+// section is sized for kT tokens and the window's k̂_i, q̂_i past the row's n are zero, so the
+// 2 kT dot products of a state row are one unrolled pass whose sums reduce together (LaneSums):
+// measured with ncu (Qwen3.5-4B, T = 4, non-flush), the per-token loop with its own dependent FMA
+// chains and two 3-shuffle group sums per token held ~half of the kernel's stall samples.
+template <WindowMode WM, int kT, int K, typename ST, typename AT>
 __global__ void __launch_bounds__(kThreads, 4)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
+  static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
+                "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
+  constexpr int kDots = kSpec ? 2 * kT : 2;  // dot products per state row: k̂_i then q̂_i, i < kT
+  using Sums = LaneSums<RowLanes<K, ST>::kLanes>;
   using Lanes = RowLanes<K, ST>;
   constexpr int kVec = Lanes::kVec;
   constexpr int kLanes = Lanes::kLanes;
@@ -100,11 +118,11 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int row = head_row / p.HV;
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
-  const int T = p.max_tokens;
+  const int T = kSpec ? kT : p.max_tokens;  // the per-token sections' size
   const int tok0 = p.cu_seqlens[row];
   const int n = p.cu_seqlens[row + 1] - tok0;
   // Outside the contract (only a caller bug produces it; checking would need a host sync): skipped.
-  if (n < 1 || n > T || (kSpec && n > kMaxSpecTokens)) return;
+  if (n < 1 || n > p.max_tokens || n > T) return;
   const int h = hv / (p.HV / p.H);
   const int R = p.ring_len;
   const int V = p.V;
@@ -182,6 +200,27 @@ __global__ void __launch_bounds__(kThreads, 4)
   float* const s_scalars = smem + lay.scalars;
   int32_t* const s_target = reinterpret_cast<int32_t*>(smem + lay.target);
 
+  // The kDots dot products of this lane's kElems columns of x with the window's k̂_i (m < kT) and
+  // q̂_i (m = kT + i), reduced over the row group: v[m'] then holds sum first_sum + m' (LaneSums).
+  // Two accumulators per product halve the dependent FMA chain.
+  auto window_dots = [&](const float* x, float (&v)[kDots]) {
+#pragma unroll
+    for (int m = 0; m < kDots; ++m) {
+      float wv[kElems];
+      load_cols(m < kDots / 2 ? s_win_k + m * K : s_win_q + (m - kDots / 2) * K, wv);
+      float a = 0.f, b = 0.f;
+#pragma unroll
+      for (int e = 0; e < kElems; e += 2) a = fmaf(x[e], wv[e], a), b = fmaf(x[e + 1], wv[e + 1], b);
+      v[m] = a + b;
+    }
+    Sums::template row_sums<kDots>(v, sub);
+  };
+  // The sums this lane holds after window_dots (LaneSums): it writes v[m] for m < kHeld, the sum
+  // of product held_first + m, i.e. token (held_first + m) % (kDots / 2), q̂ when >= kDots / 2.
+  constexpr int kHeld = Sums::template kept_sums<kDots>();
+  const bool holder = Sums::template sum_holder<kDots>(sub);
+  const int held_first = Sums::template first_sum<kDots>(sub);
+
   // ---- loads: the ring entries (cp.async group 0, empty for the snapshot form), the first state
   // chunks (groups 1 .. kWindowStages - 1), then the window's tokens with ordinary loads.
   if constexpr (kSpec) {
@@ -233,6 +272,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
     }
   }
+  if constexpr (kSpec)  // window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing
+    for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
   // Gates, and the snapshot targets.
   for (int i = threadIdx.x; i < n; i += kThreads) {
     const int64_t tok = tok0 + i;
@@ -294,19 +335,14 @@ __global__ void __launch_bounds__(kThreads, 4)
         const bool live = j < nh;
         float kj[kElems];
         load_ring_k_cols<K, ST>(s_ring_k_raw + j * K, live, sub, kj);
-        for (int i = 0; i < n; ++i) {
-          float wv[kElems];
-          load_cols(s_win_k + i * K, wv);
-          float dk = 0.f;
+        float v[kDots];
+        window_dots(kj, v);
+        if (live && holder) {
 #pragma unroll
-          for (int e = 0; e < kElems; ++e) dk += kj[e] * wv[e];
-          load_cols(s_win_q + i * K, wv);
-          float dq = 0.f;
-#pragma unroll
-          for (int e = 0; e < kElems; ++e) dq += kj[e] * wv[e];
-          dk = group_sum<kLanes>(dk);
-          dq = group_sum<kLanes>(dq);
-          if (sub == 0 && live) s_coef_k[j * T + i] = dk, s_coef_q[j * T + i] = dq;
+          for (int m = 0; m < kHeld; ++m) {
+            const int i = (held_first + m) % (kDots / 2);
+            if (i < n) (held_first + m >= kDots / 2 ? s_coef_q : s_coef_k)[j * T + i] = v[m];
+          }
         }
       }
     }
@@ -359,25 +395,16 @@ __global__ void __launch_bounds__(kThreads, 4)
           // The folded chunk is the new checkpoint (the only state write of a verify step).
           store_state_row<K, ST>(state_head + row_off, sub, s);
         }
-        for (int i = 0; i < n; ++i) {
-          float wv[kElems];
-          load_cols(s_win_k + i * K, wv);
-          float dk = 0.f;
+        float v[kDots];
+        window_dots(s, v);
+        // S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise e^Gh S0 + history.
+        if (holder) {
 #pragma unroll
-          for (int e = 0; e < kElems; ++e) dk += s[e] * wv[e];
-          load_cols(s_win_q + i * K, wv);
-          float dq = 0.f;
-#pragma unroll
-          for (int e = 0; e < kElems; ++e) dq += s[e] * wv[e];
-          dk = group_sum<kLanes>(dk);
-          dq = group_sum<kLanes>(dq);
-          if (sub == 0) {
-            // S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise e^Gh S0 + history.
-            const int idx = i * tile_rows + vl;
-            if (fold) {
-              s_sk[idx] = dk, s_sq[idx] = dq;
-            } else {
-              s_sk[idx] = eGh * dk + s_sk[idx], s_sq[idx] = eGh * dq + s_sq[idx];
+          for (int m = 0; m < kHeld; ++m) {
+            const int i = (held_first + m) % (kDots / 2);
+            if (i < n) {
+              float* const dst = (held_first + m >= kDots / 2 ? s_sq : s_sk) + i * tile_rows + vl;
+              *dst = fold ? v[m] : eGh * v[m] + *dst;
             }
           }
         }

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "replayssm/common/lane_sums.cuh"
+
 namespace replayssm::mamba2 {
 
 // ---------------------------------------------------------------------------------------------
@@ -145,6 +147,7 @@ struct RowLayout {
   static constexpr int kRowsPerThread = kVecsPerLane >= 4 ? 1 : 4 / kVecsPerLane;
   static_assert(N % kVecElems == 0 && kVecsPerRow % kLanesPerRow == 0, "N must be a multiple of 32 * vector");
   static_assert(32 % kLanesPerRow == 0, "lanes per row must divide the warp");
+  using Sums = LaneSums<kLanesPerRow>;
 
   __device__ __forceinline__ static int n_of(int lr, int k, int e) { return (k * kLanesPerRow + lr) * kVecElems + e; }
 
@@ -155,52 +158,16 @@ struct RowLayout {
     return v;
   }
 
-  // Row sums of M values at once (M a power of two), e.g. one state row's dot products with the M
-  // C vectors of a spec window: M row_sum calls would take M * log2(kLanesPerRow) shuffles, this
-  // takes about M + log2(kLanesPerRow). While a lane holds more than one value, each exchange
-  // halves them: the lane keeps the half its lane bit selects and adds its partner's partial of
-  // that half; the remaining levels are a plain butterfly. On return v[m], m < kept_sums<M>(),
-  // holds the row total of value first_sum<M>(lr) + m in every lane of the same lr / (lanes
-  // sharing it): the lanes with sum_holder<M>(lr) write it once.
+  // Row sums of M values at once (common/lane_sums.cuh), e.g. one state row's dot products with
+  // the M C vectors of a spec window.
   template <int M>
-  __host__ __device__ static constexpr int halvings() {
-    int h = 0;
-    while ((kLanesPerRow >> (h + 1)) > 0 && (M >> (h + 1)) > 0) ++h;
-    return h;
-  }
+  __host__ __device__ static constexpr int kept_sums() { return Sums::template kept_sums<M>(); }
   template <int M>
-  __host__ __device__ static constexpr int kept_sums() { return M >> halvings<M>(); }
+  __device__ __forceinline__ static int first_sum(int lr) { return Sums::template first_sum<M>(lr); }
   template <int M>
-  __device__ __forceinline__ static int first_sum(int lr) {
-    int first = 0;
-#pragma unroll
-    for (int s = 0; s < halvings<M>(); ++s)
-      if (lr & (kLanesPerRow >> (s + 1))) first += M >> (s + 1);
-    return first;
-  }
+  __device__ __forceinline__ static bool sum_holder(int lr) { return Sums::template sum_holder<M>(lr); }
   template <int M>
-  __device__ __forceinline__ static bool sum_holder(int lr) { return lr % (kLanesPerRow >> halvings<M>()) == 0; }
-  template <int M>
-  __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) {
-    static_assert(M > 0 && (M & (M - 1)) == 0, "row_sums needs a power-of-two count");
-    constexpr int kHalvings = halvings<M>();
-#pragma unroll
-    for (int s = 0; s < kHalvings; ++s) {
-      const int off = kLanesPerRow >> (s + 1);
-      const int half = M >> (s + 1);
-      const bool upper = (lr & off) != 0;
-#pragma unroll
-      for (int m = 0; m < half; ++m) {
-        const float send = upper ? v[m] : v[m + half];
-        const float keep = upper ? v[m + half] : v[m];
-        v[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
-      }
-    }
-#pragma unroll
-    for (int off = kLanesPerRow >> (kHalvings + 1); off > 0; off >>= 1)
-#pragma unroll
-      for (int m = 0; m < kept_sums<M>(); ++m) v[m] += __shfl_xor_sync(0xffffffffu, v[m], off);
-  }
+  __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) { Sums::row_sums(v, lr); }
 };
 
 // Rows of one head handled per CTA iteration, for the host-side choice of the P chunk.

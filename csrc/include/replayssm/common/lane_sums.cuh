@@ -1,0 +1,63 @@
+// Sums of M values over a group of kLanes adjacent lanes (a state row spread over a warp's lanes),
+// all M at once, shared by the kernel families: one state row meets M vectors (Mamba-2's spec C_i,
+// GDN's k_i and q_i of a window) while it is in registers, and each product's partial sums must
+// be reduced over the row's lanes.
+//
+// M separate butterflies take M * log2(kLanes) shuffles; this takes about M + log2(kLanes). While a
+// lane holds more than one value, each exchange halves them: the lane keeps the half its lane bit
+// selects and adds its partner's partial of that half; the remaining levels are a plain butterfly.
+// On return v[m], m < kept_sums<M>(), holds the group total of value first_sum<M>(lr) + m in every
+// lane of the same lr / (lanes sharing it); the lanes with sum_holder<M>(lr) write it once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace replayssm {
+
+template <int kLanes>
+struct LaneSums {
+  static_assert(kLanes > 0 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "kLanes: a power of two up to 32");
+
+  template <int M>
+  __host__ __device__ static constexpr int halvings() {
+    int h = 0;
+    while ((kLanes >> (h + 1)) > 0 && (M >> (h + 1)) > 0) ++h;
+    return h;
+  }
+  template <int M>
+  __host__ __device__ static constexpr int kept_sums() { return M >> halvings<M>(); }
+  template <int M>
+  __device__ __forceinline__ static int first_sum(int lr) {
+    int first = 0;
+#pragma unroll
+    for (int s = 0; s < halvings<M>(); ++s)
+      if (lr & (kLanes >> (s + 1))) first += M >> (s + 1);
+    return first;
+  }
+  template <int M>
+  __device__ __forceinline__ static bool sum_holder(int lr) { return lr % (kLanes >> halvings<M>()) == 0; }
+  // lr: the lane's index within its group; the groups are aligned runs of kLanes lanes.
+  template <int M>
+  __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) {
+    static_assert(M > 0 && (M & (M - 1)) == 0, "row_sums needs a power-of-two count");
+    constexpr int kHalvings = halvings<M>();
+#pragma unroll
+    for (int s = 0; s < kHalvings; ++s) {
+      const int off = kLanes >> (s + 1);
+      const int half = M >> (s + 1);
+      const bool upper = (lr & off) != 0;
+#pragma unroll
+      for (int m = 0; m < half; ++m) {
+        const float send = upper ? v[m] : v[m + half];
+        const float keep = upper ? v[m + half] : v[m];
+        v[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+      }
+    }
+#pragma unroll
+    for (int off = kLanes >> (kHalvings + 1); off > 0; off >>= 1)
+#pragma unroll
+      for (int m = 0; m < kept_sums<M>(); ++m) v[m] += __shfl_xor_sync(0xffffffffu, v[m], off);
+  }
+};
+
+}  // namespace replayssm
