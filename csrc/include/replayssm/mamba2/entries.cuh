@@ -65,4 +65,20 @@ __device__ __forceinline__ void stage_ring_deltas(float* dst, const float* ring_
 // Shared-memory space for `count` values of T, in floats rounded up to 16 bytes.
 __host__ __device__ inline int floats_for(int count, int elem_bytes) { return ((count * elem_bytes + 15) / 16) * 4; }
 
+// Whether a kernel's fold reads its B_j from an fp32 copy in shared memory, converted once per CTA,
+// rather than as staged (converting in every stream iteration): the copy was worth 658 -> 618 us
+// on the nano flush step at B = 16 (H200), but it is R x N floats, and at B = 32 (16.9 KB) it held
+// the replay kernel to 4 CTAs per SM where the non-flush rows of the same launch -- a read stream
+// that needs CTAs in flight -- ran at 64 % of copy bandwidth. So the copy is made only when it
+// costs no CTAs per SM (up to the kernel's register-bound target, min_ctas), and never for fp32
+// activations, which are staged as fp32 already. The arithmetic is the device's shared memory per
+// SM (228 KB on H100, H200 and B200) with 1 KB reserved per CTA; host and kernel compute the same.
+__host__ __device__ inline bool fold_b_copy_pays(int floats_without_copy, int copy_floats, int act_bytes, int min_ctas) {
+  if (act_bytes == 4) return false;
+  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  const int with_copy = kSmemPerSm / ((floats_without_copy + copy_floats) * 4 + kReservedPerCta);
+  const int without = kSmemPerSm / (floats_without_copy * 4 + kReservedPerCta);
+  return (with_copy < min_ctas ? with_copy : min_ctas) >= (without < min_ctas ? without : min_ctas);
+}
+
 }  // namespace replayssm::mamba2

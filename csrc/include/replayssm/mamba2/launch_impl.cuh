@@ -75,8 +75,12 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
-  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act)).total) * sizeof(float);
-  auto kernel = mamba2_replay_kernel<Act, St, N, kWarps>;
+  const bool b_copy = replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act));
+  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy).total) * sizeof(float);
+  // fp32 activations never take the copy (replay_b_copy): that instance is not built.
+  constexpr bool kCopyPossible = sizeof(Act) != 4;
+  auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible>
+                       : mamba2_replay_kernel<Act, St, N, kWarps, false>;
   if (const char* err = allow_smem(kernel, smem)) return err;
   kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
   return launch_status();
@@ -106,8 +110,11 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
-  const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act)).total) * sizeof(float);
-  auto kernel = mamba2_spec_verify_kernel<Act, St, N, kWarps, kT>;
+  const bool b_copy = spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act));
+  const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy).total) * sizeof(float);
+  constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
+  auto kernel = b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible>
+                       : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false>;
   if (const char* err = allow_smem(kernel, smem)) return err;
   kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(sp, p_chunk);
   return launch_status();

@@ -37,11 +37,11 @@ namespace replayssm::mamba2 {
 
 // Shared memory of one CTA, in floats: the fold's left factors s_j x_j [p_chunk][odd(R)]; delta_j,
 // s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; the
-// update's B_j in fp32 [R][N]; then the staged entries in the activation dtype, B_j [R][N] and
-// x_j [R][p_chunk].
+// update's B_j in fp32 [R][N] when b_copy (replay_b_copy); then the staged entries in the
+// activation dtype, B_j [R][N] and x_j [R][p_chunk].
 struct ReplaySmem {
   int x, ldx, delta, weight, bc, dot, hterm, b_f32, b_raw, x_raw, total;
-  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes) {
+  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy) {
     ldx = odd_stride(R);
     x = 0;
     delta = x + p_chunk * ldx;
@@ -50,7 +50,7 @@ struct ReplaySmem {
     dot = bc + R;
     hterm = dot + p_chunk;
     b_f32 = floats_for(hterm + p_chunk, 4);
-    b_raw = b_f32 + R * N;
+    b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * N, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
@@ -66,7 +66,15 @@ struct ReplaySmem {
 #endif
 constexpr int kReplayMinCtas = REPLAYSSM_M2_REPLAY_MIN_CTAS;
 
-template <typename Act, typename St, int N, int kWarps>
+// Whether a launch's fold reads B_j from the fp32 copy (fold_b_copy_pays at kReplayMinCtas CTAs
+// per SM). A kernel template argument rather than a run-time branch: both rank updates inlined in
+// one kernel spilled 280 bytes at the 64-register bound (bf16 activations, N = 128).
+__host__ __device__ inline bool replay_b_copy(int R, int p_chunk, int N, int act_bytes) {
+  const ReplaySmem without(R, p_chunk, N, act_bytes, false);
+  return fold_b_copy_pays(without.total, R * N, act_bytes, kReplayMinCtas);
+}
+
+template <typename Act, typename St, int N, int kWarps, bool kBCopy>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
@@ -113,14 +121,14 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   if (hist < 0 || start < 0 || start >= R || hist + (decode ? 1 : 0) > R) return;
   if (!decode && hist == 0) return;  // nothing to fold
 
-  const ReplaySmem lay(R, p_chunk, N, sizeof(Act));
+  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const weight_s = smem + lay.weight;
   float* const bc_s = smem + lay.bc;
   float* const dot_s = smem + lay.dot;
   float* const hterm_s = smem + lay.hterm;
-  float* const b_f32 = smem + lay.b_f32;                         // [j][N], entries j < n_upd
+  float* const b_f32 = smem + lay.b_f32;                         // [j][N], entries j < n_upd (kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [j][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [j][p_chunk]
   const int ldx = lay.ldx;
@@ -195,8 +203,10 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   for (int i = 0; i < n_w; ++i) sum_all += delta_s[i];
   const float decay_all = expf(A * sum_all);
 
-  // The update's B_j in fp32, converted once rather than in every stream iteration.
-  for (int e = tid; e < n_upd * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
+  // The update's B_j in fp32, converted once rather than in every stream iteration (when that costs
+  // no occupancy: replay_b_copy).
+  if constexpr (kBCopy)
+    for (int e = tid; e < n_upd * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
 
   // B_j . C for every staged entry (decode): kRowsPerWarp entries per warp pass.
   if (decode) {
@@ -252,7 +262,12 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
     float acc[U][KV][VE];
     Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+    if (n_upd > 0) {
+      if constexpr (kBCopy)
+        stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+      else
+        stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+    }
     if (write_state) stream.store(it, acc);
 
     if (decode) {

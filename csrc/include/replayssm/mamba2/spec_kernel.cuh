@@ -41,11 +41,11 @@ namespace replayssm::mamba2 {
 // Shared memory of one spec CTA, in floats: the fold's left factors s_k x_k [p_chunk][odd(R)];
 // delta_k and the fold weights s_k [R] each; the output weights w_ik and B_k.C_i [kT][R] each; c1_i
 // [kT]; the state dot products and the additive output terms [kT][p_chunk] each; the fold's B_k in
-// fp32 [R][N]; then the staged entries in the activation dtype, B_k [R][N] and x_k [R][p_chunk].
-//
+// fp32 [R][N] when b_copy (spec_b_copy); then the staged entries in the activation dtype, B_k
+// [R][N] and x_k [R][p_chunk].
 struct SpecSmem {
   int x, ldx, delta, fold_w, w, bc, c1, dot, hterm, b_f32, b_raw, x_raw, total;
-  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes) {
+  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy) {
     ldx = odd_stride(R);
     x = 0;
     delta = x + p_chunk * ldx;
@@ -56,7 +56,7 @@ struct SpecSmem {
     dot = c1 + kT;
     hterm = dot + kT * p_chunk;
     b_f32 = floats_for(hterm + kT * p_chunk, 4);
-    b_raw = b_f32 + R * N;
+    b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * N, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
@@ -82,7 +82,15 @@ constexpr int spec_min_ctas() {
 #endif
 }
 
-template <typename Act, typename St, int N, int kWarps, int kT>
+// Whether a launch's fold reads B_k from the fp32 copy (fold_b_copy_pays at spec_min_ctas CTAs per
+// SM); a kernel template argument, as for the replay kernel (replay_b_copy).
+template <int kT>
+__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes) {
+  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false);
+  return fold_b_copy_pays(without.total, R * N, act_bytes, spec_min_ctas<kT>());
+}
+
+template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy>
 __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
@@ -133,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
       static_cast<int64_t>(t0) + n > sp.num_tokens)
     return;
 
-  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act));
+  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const fold_w_s = smem + lay.fold_w;
@@ -142,7 +150,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   float* const c1_s = smem + lay.c1;
   float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
   float* const hterm_s = smem + lay.hterm;  // [i][pl], row stride p_chunk
-  float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows)
+  float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows, kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [k][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [k][p_chunk]
   const int ldx = lay.ldx;
@@ -260,7 +268,8 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
       const int pl = e / hist, j = e - pl * hist;
       x_s[pl * ldx + j] = fold_w_s[j] * to_float(x_raw[j * p_chunk + pl]);
     }
-    for (int e = tid; e < hist * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
+    if constexpr (kBCopy)
+      for (int e = tid; e < hist * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
   }
   __syncthreads();
 
@@ -275,7 +284,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
 
     float acc[U][KV][VE];
     Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+    if (n_upd > 0) {
+      if constexpr (kBCopy)
+        stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+      else
+        stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+    }
     if (write_state) stream.store(it, acc);
 
     // The kT dot products of each state row with the window's C vectors.
