@@ -6,7 +6,8 @@
 // state rows), S streams global -> shared by cp.async in kWindowStages chunk buffers, a state row is
 // spread over kLanes = K/16 lanes (16 elements each). The window's q̂_i and k̂_i (fp32, L2
 // normalised) and v_i[tile rows] sit in shared memory, so every row group can take the dot
-// products of its state row with all of them.
+// products of its state row with all of them. The spec verify is instantiated per window tile kT
+// (spec_window_tile): a state row's 2 kT products are one unrolled pass reduced together.
 //
 // Spec verify, per row (docs/contract.md; G_i the window-local inclusive cumsum of g):
 //   S_base = e^Gh S0 + sum_j e^(Gh - Gh_j) u_j k_j^T over the history (flush rows: S0 <- S_base,

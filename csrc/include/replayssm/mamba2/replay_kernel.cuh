@@ -19,9 +19,15 @@
 // the first iteration's loads go out as soon as the slot is known, then the row's entries (x_j, B_j,
 // delta_j) are staged in shared memory with cp.async (entries.cuh), all in flight together.
 //
-// Measured alternatives (H200, nano geometry, batch 256, see the Mamba-2 kernel notes of the
-// report): holding the whole chunk in shared memory via cp.async, and a persistent grid that
-// prefetches the next item's cursors, were both slower than this register stream.
+// Measured alternatives (H200, nano geometry, batch 256; docs/perf-notes.md): holding the whole
+// chunk in shared memory via cp.async, and a persistent grid that prefetches the next item's
+// cursors, were both slower than this register stream. So were two later tries, not kept:
+//   - the rank update on the tensor cores (mma.sync m16n8k16 bf16, X split into three bf16 terms,
+//     per-warp accumulator tiles in shared memory): the flush step was unchanged (ncu A/B, same
+//     run: 606 vs 610 us; both at ~71 % DRAM throughput, so the fold is not what limits it) and the
+//     state-and-output non-flush step slower (468 vs 432 us, longer dependent chains per warp);
+//   - a bulk L2 prefetch (cp.async.bulk.prefetch) of the CTA's tile and ring at its start: every
+//     kernel that had it slowed by 6-14 %, the classic step included (532 -> 567 us).
 #pragma once
 
 #include <cuda_runtime.h>
