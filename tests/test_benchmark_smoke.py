@@ -101,3 +101,48 @@ def test_spec_bytes_formulas():
     assert got == 3 * S + 21 * e + 2 * 4 * e + 2 * (4 * io + 4 + 9) + 3 * 4 + params
     base = benchmark.mamba2_spec_snapshot_bytes(g, 2, 4, 4, 4, 2, False)
     assert base == 2 * (5 * S + 4 * io + 4 + 16) + 3 * 4 + params
+
+
+def _load_hotspots():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "bench" / "ncu_hotspots.py"
+    spec = importlib.util.spec_from_file_location("ncu_hotspots", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ncu_hotspots_ranks_windows_by_stall_samples(tmp_path, capsys):
+    """bench/ncu_hotspots.py on a hand-made source-page export: 6 instructions in windows of 2; the
+    middle window holds 70 of the 100 samples, mostly short-scoreboard stalls."""
+    hs = _load_hotspots()
+    header = ["Address", "Source", hs.SAMPLES, "# Samples", hs.EXECUTED, "stall_short_sb", "stall_wait",
+              "stall_short_sb (Not Issued)"]
+    rows = [("0x0", "LDC R1", 5, 10, 1), ("0x10", "MOV R2", 5, 10, 1), ("0x20", "LDS.128 R4", 40, 60, 30),
+            ("0x30", "FFMA R8", 30, 60, 20), ("0x40", "SHFL.BFLY", 10, 40, 5), ("0x50", "EXIT", 10, 20, 1)]
+    path = tmp_path / "rep.csv"
+    with open(path, "w") as f:
+        f.write('"Kernel Name","void k(int)",\n')
+        f.write(",".join(f'"{h}"' for h in header) + "\n")
+        for addr, src, samples, executed, short_sb in rows:
+            f.write(f'"{addr}","  {src}","{samples}","{samples}","{executed}","{short_sb}","{samples - short_sb}","0"\n')
+    kernel, hdr, parsed = hs.read_source_page(str(path))
+    assert kernel == "void k(int)" and len(parsed) == 6
+    windows = hs.hot_windows(hdr, parsed, 2)
+    assert [w["start"] for w in windows] == [2, 4, 0]
+    assert windows[0]["samples"] == pytest.approx(0.70)
+    assert windows[0]["executed"] == pytest.approx(120 / 200)
+    assert windows[0]["reasons"][0] == ("short_sb", pytest.approx(50 / 70))
+    assert hs.main([str(path), "--window", "2", "--top", "1", "--show", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "[    2,     4)  samples  70.0%" in out and "LDS.128 R4" in out
+
+
+def test_ncu_hotspots_rejects_a_file_without_the_sampling_columns(tmp_path, capsys):
+    hs = _load_hotspots()
+    path = tmp_path / "details.csv"
+    path.write_text('"Kernel Name","void k(int)",\n"Address","Source"\n"0x0","EXIT"\n')
+    assert hs.main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Warp Stall Sampling (All Samples)" in err and "Instructions Executed" in err
