@@ -44,7 +44,7 @@ constexpr int kMaxSpecTokens = 8;
 constexpr int kWindowStages = 3;
 
 // Shared memory of the window kernel, in floats; every section starts on a 16-byte boundary.
-// T = max_tokens sizes the per-token sections.
+// T sizes the per-token sections: the window tile kT for the spec verify, max_tokens for the snapshot form.
 struct WindowSmem {
   // [0, ring_k_raw): the cp.async stage buffers of the state stream.
   int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, win_k, win_q, win_v, sk, sq, tok, pair, scalars,
