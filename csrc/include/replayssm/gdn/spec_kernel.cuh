@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
                 "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
   constexpr int kDots = kSpec ? 2 * kT : 2;  // dot products per state row: k̂_i then q̂_i, i < kT
-  using Sums = LaneSums<RowLanes<K, ST>::kLanes>;
   using Lanes = RowLanes<K, ST>;
+  using Sums = LaneSums<Lanes::kLanes>;
   constexpr int kVec = Lanes::kVec;
   constexpr int kLanes = Lanes::kLanes;
   constexpr int kElems = Lanes::kElems;
