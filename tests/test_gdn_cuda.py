@@ -101,6 +101,7 @@ def test_decode_hist_capacity(device, Bcap):
     (QWEN4B, 6, "bf16", "bf16"),
     (WIDE, 5, "fp32", "fp32"),
     (WIDE, 5, "fp16", "fp16"),
+    (WIDE, 3, "fp32", "bf16"),        # the tensor-core fold at K = 256: 8-row chunks (half an m16 tile)
 ])
 def test_decode_geometries(device, geo, rows, state, act):
     cfg = SimConfig(mode="decode", Bcap=16, T=1, rows=rows, spare_slots=1, steps=steps_for_cycles(16, 1, rows),
@@ -415,6 +416,7 @@ def test_spec_sweep(device, Bcap, T):
     (QWEN122B, 6, 2, "bf16", "bf16"),
     (WIDE, 5, 8, "fp32", "fp32"),
     (WIDE, 4, 3, "fp16", "fp16"),
+    (WIDE, 3, 4, "fp32", "bf16"),     # the tensor-core fold at K = 256: 8-row chunks (half an m16 tile)
 ])
 def test_spec_geometries(device, geo, rows, T, state, act):
     cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(16, T, rows),

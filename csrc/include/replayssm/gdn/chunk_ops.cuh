@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "replayssm/common/async_copy.cuh"
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/mma_bf16.cuh"
 #include "replayssm/gdn/params.h"
 
 namespace replayssm::gdn {
@@ -163,13 +165,25 @@ struct RowLanes {
   static __device__ __forceinline__ int col(int c, int sub) { return kVec * (c * kLanes + sub); }
 };
 
-// This lane's 16 elements of a state row held in shared memory (a chunk buffer), as fp32.
+// The stage buffer of a CTA that folds on tensor cores is XOR-swizzled: 16-byte piece p of chunk
+// row r sits at piece p ^ (r & 7) of that row. The mma accumulator order touches 8 rows at one
+// column, and rows of 256 or 512 bytes would put all 8 in one bank group (8-way conflicts); the
+// swizzle spreads them while every row keeps its 128-byte lines, which the state stream's 16-byte
+// accesses need (padding the rows by 16 bytes instead cost the classic step 3.6 % and the
+// non-flush step 6 %, measured). Other CTAs use key 0, the plain layout.
+constexpr int kSwizzleRows = 8;
+
+// This lane's 16 elements of a state row held in shared memory (a chunk buffer), as fp32; key:
+// the row's swizzle key (kSwizzleRows), 0 in the plain layout.
 template <int K, typename ST>
-__device__ __forceinline__ void load_state_row(const ST* row, int sub, float* s) {
+__device__ __forceinline__ void load_state_row(const ST* row, int sub, int key, float* s) {
   using L = RowLanes<K, ST>;
+  // With kLanes >= kSwizzleRows the key only permutes the lanes of a row group: one XOR per row.
+  const int sub_key = L::kLanes >= kSwizzleRows ? sub ^ key : sub;
 #pragma unroll
   for (int c = 0; c < L::kChunks; ++c) {
-    const uint4 w = *reinterpret_cast<const uint4*>(row + L::col(c, sub));
+    const int piece = L::kLanes >= kSwizzleRows ? c * L::kLanes + sub_key : (c * L::kLanes + sub) ^ key;
+    const uint4 w = *reinterpret_cast<const uint4*>(row + piece * L::kVec);
     constexpr int kPer = Elem<ST>::kPerWord;
     Elem<ST>::unpack(w.x, &s[c * L::kVec]);
     Elem<ST>::unpack(w.y, &s[c * L::kVec + kPer]);
@@ -232,19 +246,22 @@ __device__ __forceinline__ void history_weights(int n, int lane, const float* s_
   }
 }
 
-// The fold of the history into one chunk of rows_per_stage state rows held in shared memory
-// (flush rows): S = decay * S0 + sum_{j < n} (w_j u_j) k_j^T, with w_j = s_weight[j], u_j the
-// chunk's rows of ring entry j (s_ring_u_raw, [n][tile rows] as stored) and k_j (s_ring_k_raw,
-// [n][K] as stored). Column by column: a thread owns fixed columns, so w_j k_j[col] is one load
-// and one multiply per entry, reused over 8 consecutive rows whose u_j come in one 16-byte load.
-// (An fp32 copy of the weighted u in shared memory cost 8.7 KB per CTA and held the row kernel to
-// 3 CTAs per SM.) The caller's barrier must follow before other threads read the chunk.
+// The fold of the history into one chunk of `rows` state rows held in shared memory (flush rows):
+// S = decay * S0 + sum_{j < n} (w_j u_j) k_j^T, with w_j = s_weight[j], u_j the chunk's rows of ring
+// entry j (s_ring_u_raw, [n][tile rows] as stored, first row chunk_row0) and k_j (s_ring_k_raw,
+// [n][K] as stored). The caller's barrier must follow before other threads read the chunk.
+//
+// CUDA cores (fp16 / fp32 activations): column by column, a thread owns fixed columns, so
+// w_j k_j[col] is one load and one multiply per entry, reused over 8 consecutive rows whose u_j
+// come in one 16-byte load. (An fp32 copy of the weighted u in shared memory cost 8.7 KB per CTA
+// and held the row kernel to 3 CTAs per SM.)
 template <int K, typename ST, typename AT>
-__device__ __forceinline__ void fold_chunk(ST* buf, int chunk_row0, int rows_per_stage, int tile_rows, float decay, int n,
-                                           const float* s_weight, const AT* s_ring_k_raw, const AT* s_ring_u_raw) {
+__device__ __forceinline__ void fold_chunk_fma(ST* buf, int chunk_row0, int rows, float decay, int n,
+                                               const float* s_weight, const AT* s_ring_k_raw, const AT* s_ring_u_raw,
+                                               int tile_rows) {
   constexpr int kColsPerThread = K > kThreads ? K / kThreads : 1;
   constexpr int kRowSplit = K < kThreads ? kThreads / K : 1;  // threads sharing a column
-  const int rows_per_thread = rows_per_stage / kRowSplit;     // a multiple of 8
+  const int rows_per_thread = rows / kRowSplit;               // a multiple of 8
   const int col0 = K < kThreads ? threadIdx.x % K : threadIdx.x;
   const int row0 = K < kThreads ? (threadIdx.x / K) * rows_per_thread : 0;
 #pragma unroll
@@ -266,6 +283,130 @@ __device__ __forceinline__ void fold_chunk(ST* buf, int chunk_row0, int rows_per
 #pragma unroll
       for (int r = 0; r < 8; ++r) buf[(rb + r) * K + cidx] = Elem<ST>::from_f32(x[r]);
     }
+  }
+}
+
+// Two consecutive state elements of a stage buffer as fp32, and back (round to nearest).
+template <typename ST>
+__device__ __forceinline__ void load_pair(const ST* ptr, float decay, float* out) {
+  if constexpr (sizeof(ST) == 4) {
+    const float2 v = *reinterpret_cast<const float2*>(ptr);
+    out[0] = decay * v.x, out[1] = decay * v.y;
+  } else {
+    Elem<ST>::unpack(*reinterpret_cast<const uint32_t*>(ptr), out);
+    out[0] *= decay, out[1] *= decay;
+  }
+}
+template <typename ST>
+__device__ __forceinline__ void store_pair(ST* ptr, const float* in) {
+  if constexpr (sizeof(ST) == 4) {
+    *reinterpret_cast<float2*>(ptr) = make_float2(in[0], in[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(ptr) = Elem<ST>::pack(in);
+  }
+}
+
+// Tensor cores (bf16 activations): the chunk is the accumulator of a (rows x n) . (n x K) product,
+// 16 rows by 8 columns per mma.sync m16n8k16, 16 entries per k-step; warp w owns columns
+// [w K / 4, (w + 1) K / 4). B is k_j as stored (bf16, exact). A = w_j u_j[v] is formed in fp32 and
+// split into three bf16 terms whose sum is exact (split_bf16x3), so the products lose nothing and
+// only the fp32 accumulation rounds, as in the CUDA-core fold. Entries past n and rows past the
+// chunk read a 16-byte zero block (s_zeros) instead of the ring, whose unused rows hold whatever
+// an earlier CTA left there. The chunk is in the swizzled layout (kSwizzleRows). Measured on the
+// decode flush step at batch 256, B = 16 (the row kernel): Qwen3.5-4B 394 -> 327 µs (the step
+// with no fold at all took 303), Qwen3.5-122B 776 -> 637 µs. The window kernel keeps the CUDA-core
+// fold (spec_kernel.cuh says why).
+template <int K, typename ST>
+__device__ __forceinline__ void fold_chunk_mma(ST* buf, int chunk_row0, int rows, float decay, int n,
+                                               const float* s_weight, const __nv_bfloat16* s_ring_k,
+                                               const __nv_bfloat16* s_ring_u, int tile_rows,
+                                               const __nv_bfloat16* s_zeros) {
+  constexpr int kCols = K / kWarps;  // this warp's columns
+  constexpr int kNTiles = kCols / 8;
+  constexpr int kVec = RowLanes<K, ST>::kVec;  // state elements per 16-byte piece
+  static_assert(kNTiles % 2 == 0, "ldmatrix x4 loads B for two n-tiles");
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;          // accumulator / A / B fragment coordinates
+  const int mat = lane >> 3, mat_row = lane & 7;  // the ldmatrix row this lane addresses
+  const int c0 = (threadIdx.x >> 5) * kCols;
+  // This lane's accumulator pair of n-tile nt in row r (r & 7 == g: the swizzle key).
+  auto pair_at = [&](int r, int nt) {
+    const int c = c0 + nt * 8 + 2 * t;
+    return buf + r * K + ((c / kVec) ^ g) * kVec + c % kVec;
+  };
+  for (int m0 = 0; m0 < rows; m0 += 16) {
+    const bool upper = m0 + 8 < rows;  // rows m0 + 8 .. m0 + 15 exist (rows is a multiple of 8)
+    float acc[kNTiles][4];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      load_pair<ST>(pair_at(m0 + g, nt), decay, &acc[nt][0]);
+      if (upper) {
+        load_pair<ST>(pair_at(m0 + g + 8, nt), decay, &acc[nt][2]);
+      } else {
+        acc[nt][2] = acc[nt][3] = 0.f;
+      }
+    }
+    for (int jb = 0; jb < n; jb += 16) {
+      // A: matrix m of the ldmatrix holds rows (m & 1) * 8 .. and entries (m >> 1) * 8 .. of the
+      // [j][v] ring tile, transposed into the row-major A fragment.
+      const int ja = jb + (mat >> 1) * 8 + mat_row;
+      const int va = m0 + (mat & 1) * 8;
+      uint32_t araw[4];
+      ldmatrix_x4_trans(araw, ja < n && va < rows ? s_ring_u + ja * tile_rows + chunk_row0 + va : s_zeros);
+      // Fragment register m holds entries jb + 2t, +1 (m < 2) or jb + 8 + 2t, +1 (m >= 2).
+      float w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = jb + (e >> 1) * 8 + 2 * t + (e & 1);
+        w[e] = j < n ? s_weight[j] : 0.f;
+      }
+      uint32_t a_hi[4], a_mid[4], a_lo[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        float u[2];
+        Elem<__nv_bfloat16>::unpack(araw[m], u);
+        split_bf16x3(u[0] * w[(m >> 1) * 2], u[1] * w[(m >> 1) * 2 + 1], a_hi[m], a_mid[m], a_lo[m]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; nt += 2) {
+        // B: matrix m holds entries (m & 1) * 8 .. and columns (m >> 1) * 8 .. of the [j][K] tile:
+        // registers 0, 1 are n-tile nt's fragment, 2, 3 n-tile nt + 1's.
+        const int jk = jb + (mat & 1) * 8 + mat_row;
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, jk < n ? s_ring_k + jk * K + c0 + nt * 8 + (mat >> 1) * 8 : s_zeros);
+        // Smallest terms first: the accumulator then meets them before it grows.
+        mma_bf16_16816(acc[nt], a_lo, b[0], b[1]);
+        mma_bf16_16816(acc[nt], a_mid, b[0], b[1]);
+        mma_bf16_16816(acc[nt], a_hi, b[0], b[1]);
+        mma_bf16_16816(acc[nt + 1], a_lo, b[2], b[3]);
+        mma_bf16_16816(acc[nt + 1], a_mid, b[2], b[3]);
+        mma_bf16_16816(acc[nt + 1], a_hi, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      store_pair<ST>(pair_at(m0 + g, nt), &acc[nt][0]);
+      if (upper) store_pair<ST>(pair_at(m0 + g + 8, nt), &acc[nt][2]);
+    }
+  }
+}
+
+// Whether a CTA of this activation type folds on tensor cores (bf16 ring entries are exact mma
+// operands), and so streams its flush rows through the swizzled layout.
+template <typename AT>
+constexpr bool kMmaFold = std::is_same_v<AT, __nv_bfloat16>;
+
+// The fold of one chunk (see fold_chunk_fma and fold_chunk_mma); the chunk is swizzled exactly
+// when kMmaFold<AT>.
+template <int K, typename ST, typename AT>
+__device__ __forceinline__ void fold_chunk(ST* buf, int chunk_row0, int rows, int tile_rows, float decay, int n,
+                                           const float* s_weight, const AT* s_ring_k_raw, const AT* s_ring_u_raw,
+                                           const float* s_zeros) {
+  if constexpr (kMmaFold<AT>) {
+    fold_chunk_mma<K, ST>(buf, chunk_row0, rows, decay, n, s_weight, s_ring_k_raw, s_ring_u_raw, tile_rows,
+                          reinterpret_cast<const __nv_bfloat16*>(s_zeros));
+  } else {
+    fold_chunk_fma<K, ST, AT>(buf, chunk_row0, rows, decay, n, s_weight, s_ring_k_raw, s_ring_u_raw, tile_rows);
   }
 }
 
