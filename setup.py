@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 from setuptools import setup
 
@@ -134,6 +135,19 @@ else:
         py_limited_api=True,
     )
 
+
+class BuildExtInTree(BuildExtension):
+    """Compiles into build/temp.<platform>-<python> under the source tree, whatever folder the caller
+    picked. An editable install (PEP 660) runs build_ext in a throw-away folder, so without this it
+    recompiled every kernel even right after `setup.py build_ext --inplace`; with it, ninja finds
+    the objects of the previous build and recompiles only what changed."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        tag = f"temp.{sysconfig.get_platform()}-{sys.implementation.cache_tag}"
+        self.build_temp = os.path.join(ROOT, "build", tag)
+
+
 print(f"replayssm: building the {'CUDA (' + os.environ['TORCH_CUDA_ARCH_LIST'] + ')' if with_cuda else 'CPU-only'} "
       f"extension", file=sys.stderr)
 
@@ -143,7 +157,7 @@ setup(
     description="ReplaySSM decoding for Mamba-2 and Gated DeltaNet: CUDA kernels as PyTorch custom ops",
     packages=["replayssm_ext"],
     ext_modules=[ext],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildExtInTree},
     options={"bdist_wheel": {"py_limited_api": "cp310"}},
     python_requires=">=3.10",
     install_requires=["torch>=2.11", "numpy"],
