@@ -20,7 +20,7 @@ struct WindowLauncher {
     constexpr bool kSpec = WM == WindowMode::kSpecVerify;
     int tiles = 0, tile_rows = 0;
     if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
-    const WindowSmem lay = window_smem(kSpec, p.ring_len, kSpec ? kT : p.max_tokens, tile_rows, K,
+    const WindowSmem lay = window_smem(kSpec, kWindowTensorCores<WM, kT, ST, AT>, p.ring_len, kSpec ? kT : p.max_tokens, tile_rows, K,
                                        static_cast<int>(sizeof(ST)), static_cast<int>(sizeof(AT)));
     return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT>, p, tiles, tile_rows,
                         static_cast<size_t>(lay.total) * sizeof(float), stream,

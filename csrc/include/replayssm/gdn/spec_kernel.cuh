@@ -29,6 +29,7 @@
 #include "replayssm/common/lane_sums.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/rows_kernel.cuh"
+#include "replayssm/gdn/window_mma.cuh"
 
 namespace replayssm::gdn {
 
@@ -48,11 +49,23 @@ constexpr int kWindowStages = 3;
 struct WindowSmem {
   // [0, ring_k_raw): the cp.async stage buffers of the state stream.
   int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, win_k, win_q, win_v, sk, sq, tok, pair, scalars,
-      target, total;
+      target, zeros, part, total;
 };
 
-__host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T, int tile_rows, int K,
-                                                  int state_bytes, int act_bytes) {
+// Whether a window-kernel instance takes its window products and its fold on tensor cores: the
+// spec verify with window tiles of 4 and 8 tokens, an fp32 checkpoint and bf16 activations
+// (window_mma.cuh, fold_chunk_mma). The products feed only act-dtype outputs and ring entries,
+// which 3xTF32 serves at bf16; the fold needs the exact bf16 ring operands. Measured in one run
+// (Qwen3.5-4B, batch 256, B = 16, all accepted; µs per verify step, CUDA cores -> tensor cores):
+// T = 1 181.3 -> 234.6, T = 2 267.0 -> 282.2, T = 4 378.4 -> 332.4, T = 8 796.3 -> 565.6. With 2 or
+// 4 products per state row the CUDA cores are cheaper than the operand splits and the partial-sum
+// exchange; the tensor-core cost barely grows with T. Other instances keep the CUDA-core path.
+template <WindowMode WM, int kT, typename ST, typename AT>
+constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && kT >= 4 && std::is_same_v<ST, float> &&
+                                    std::is_same_v<AT, __nv_bfloat16>;
+
+__host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, int ring_len, int T, int tile_rows,
+                                                  int K, int state_bytes, int act_bytes) {
   const int R = spec ? ring_len : 0;
   const int TT = round4(T * T);
   WindowSmem s{};
@@ -72,6 +85,11 @@ __host__ __device__ inline WindowSmem window_smem(bool spec, int ring_len, int T
   s.pair = at, at += 5 * TT;         // [i][j]: e^(G_i - G_j), k̂_i.k̂_j, k̂_j.q̂_i, A, e^(G_i-G_j) k̂_j.q̂_i
   s.scalars = at, at += 4;           // [0] = e^Gh
   s.target = at, at += round4(T);    // snapshot slots (int32)
+  // Tensor cores: 16 zero bytes (the fold's ring rows past the history) and two chunks' partial
+  // window products per warp (WindowMma::part_floats; ping-pong, so summing chunk c - 1 needs no
+  // barrier of its own).
+  s.zeros = at, at += tensor_cores ? 4 : 0;
+  s.part = at, at += tensor_cores ? 2 * kWarps * stage_rows(tile_rows, K, state_bytes) * 8 * ((2 * T + 7) / 8) : 0;
   s.total = at;
   return s;
 }
@@ -84,15 +102,18 @@ inline int spec_window_tile(int max_tokens) {
   return t;
 }
 
-// kT: the spec verify's window tile (spec_window_tile; 0 for the snapshot form). Every per-token
-// section is sized for kT tokens and the window's k̂_i, q̂_i past the row's n are zero, so the
-// 2 kT dot products of a state row are one unrolled pass whose sums reduce together (LaneSums):
+// kT: the spec verify's window tile (spec_window_tile; 0 for the snapshot form). Instances with
+// kWindowTensorCores stream a swizzled chunk and take its window products and fold on tensor cores
+// (window_mma.cuh); the others take a state row's products on the CUDA cores. Every per-token
+// section is sized for kT tokens and the window's k̂_i, q̂_i past the row's n are zero, so (CUDA
+// cores) the 2 kT dot products of a state row are one unrolled pass whose sums reduce together (LaneSums):
 // measured with ncu (Qwen3.5-4B, T = 4, non-flush), the per-token loop with its own dependent FMA
 // chains and two 3-shuffle group sums per token held ~half of the kernel's stall samples.
 template <WindowMode WM, int kT, int K, typename ST, typename AT>
 __global__ void __launch_bounds__(kThreads, 4)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
+  constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
                 "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
   constexpr int kDots = kSpec ? 2 * kT : 2;  // dot products per state row: k̂_i then q̂_i, i < kT
@@ -170,11 +191,16 @@ __global__ void __launch_bounds__(kThreads, 4)
       const int pieces = rows_per_stage * K / kPer16;
       const ST* src = state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K;
       ST* dst = stage_base + (c % kWindowStages) * rows_per_stage * K;
-      for (int i = threadIdx.x; i < pieces; i += kThreads) cp_async16(dst + i * kPer16, src + i * kPer16);
+      // Tensor cores: the swizzled layout (kSwizzleRows; a row has >= 8 pieces, so the key changes
+      // only the piece within the row).
+      constexpr int kRowPieces = K / kPer16;
+      constexpr int kSwz = kTensorCores ? kSwizzleRows - 1 : 0;
+      for (int i = threadIdx.x; i < pieces; i += kThreads)
+        cp_async16(dst + (i ^ ((i / kRowPieces) & kSwz)) * kPer16, src + i * kPer16);
     }
     cp_async_commit();
   };
-  const WindowSmem lay = window_smem(kSpec, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
+  const WindowSmem lay = window_smem(kSpec, kTensorCores, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
                                      static_cast<int>(sizeof(AT)));
   AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
   AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
@@ -200,6 +226,9 @@ __global__ void __launch_bounds__(kThreads, 4)
   float* const s_dmat = s_amat + TT;       // [i * T + j] e^(G_i - G_j) k̂_j . q̂_i, j <= i
   float* const s_scalars = smem + lay.scalars;
   int32_t* const s_target = reinterpret_cast<int32_t*>(smem + lay.target);
+  float* const s_zeros = smem + lay.zeros;
+  float* const s_part = smem + lay.part;
+  if (kTensorCores && threadIdx.x < 4) s_zeros[threadIdx.x] = 0.f;  // published by the barrier after the ring wait
 
   // The kDots dot products of this lane's kElems columns of x with the window's k̂_i (m < kT) and
   // q̂_i (m = kT + i), reduced over the row group: v[m'] then holds sum first_sum + m' (LaneSums).
@@ -373,68 +402,116 @@ __global__ void __launch_bounds__(kThreads, 4)
 
   // ---- the state stream: chunk c waits for its cp.async group, the barrier publishes it (and
   // frees the buffer of chunk c - 1, which chunk c + kWindowStages - 1 then refills).
-  for (int chunk = 0; chunk < num_chunks; ++chunk) {
-    cp_async_wait<kWindowStages - 2>();
-    __syncthreads();
-    issue_chunk(chunk + kWindowStages - 1);
-    ST* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
-    if (kSpec && fold) {
-      // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory, on the CUDA
-      // cores: the tensor-core fold (fold_chunk_mma) measured, at batch 256 on Qwen3.5-4B, 370 vs
-      // 376 µs at T = 4 but 199 vs 182 at T = 1 and 808 vs 795 at T = 8 (it slowed the non-flush
-      // rows' stream in the same loop).
-      fold_chunk_fma<K, ST, AT>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
-                                s_ring_u_raw, tile_rows);
-      __syncthreads();  // the row groups below read other threads' columns
-    }
-    for (int gi = warp; gi < groups_per_stage; gi += kWarps) {  // warp-uniform
-      const int rr = gi * kRowsPerWarp + grp;    // row within the chunk
-      const int vl = chunk * rows_per_stage + rr;  // row within the tile
-      float s[kElems];
-      load_state_row<K, ST>(buf + rr * K, sub, 0, s);
-      const int64_t row_off = static_cast<int64_t>(v0 + vl) * K;
-
-      if constexpr (kSpec) {
-        if (fold) {
-          // The folded chunk is the new checkpoint (the only state write of a verify step).
-          store_state_row<K, ST>(state_head + row_off, sub, s);
+  if constexpr (kTensorCores) {
+    using Mma = WindowMma<K, kDots>;
+    const int part_size = Mma::part_floats(rows_per_stage);
+    typename Mma::BFrags held;
+    if constexpr (Mma::kHoldB) Mma::load_all_b(s_win_k, warp, lane, held);  // s_win_q follows s_win_k
+    // Chunk c's products into S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise
+    // e^Gh S0 + the history terms already there. A thread takes row fin_row of every chunk and
+    // outputs fin_m, fin_m + fin_step, ... (rows_per_stage is a power of two up to 32; dividing
+    // once here, not per chunk: the per-chunk division sat on the path after the barrier and held
+    // 11 % of the stall samples, ncu).
+    const int fin_row = threadIdx.x % rows_per_stage;
+    const int fin_m = threadIdx.x / rows_per_stage, fin_step = kThreads / rows_per_stage;
+    auto finish_chunk = [&](int c) {
+      const float* part = s_part + (c & 1) * part_size;
+      for (int m = fin_m; m < kDots; m += fin_step) {
+        const int r = fin_row;
+        const int i = m % kT;
+        if (i < n) {
+          const float x = Mma::total(part, rows_per_stage, r, m);
+          float* const dst = (m >= kT ? s_sq : s_sk) + i * tile_rows + c * rows_per_stage + r;
+          *dst = fold ? x : eGh * x + *dst;
         }
-        float v[kDots];
-        window_dots(s, v);
-        // S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise e^Gh S0 + history.
-        if (holder) {
-#pragma unroll
-          for (int m = 0; m < kHeld; ++m) {
-            const int i = (held_first + m) % (kDots / 2);
-            if (i < n) {
-              float* const dst = (held_first + m >= kDots / 2 ? s_sq : s_sk) + i * tile_rows + vl;
-              *dst = fold ? v[m] : eGh * v[m] + *dst;
+      }
+    };
+    for (int chunk = 0; chunk < num_chunks; ++chunk) {
+      cp_async_wait<kWindowStages - 2>();
+      __syncthreads();  // also: every warp's partials of chunk - 1 are in
+      issue_chunk(chunk + kWindowStages - 1);
+      if (chunk > 0) finish_chunk(chunk - 1);
+      float* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
+      if (fold) {
+        fold_chunk_mma<K, float>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
+                                 s_ring_u_raw, tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_zeros));
+        __syncthreads();  // the stores and the products below read other warps' columns
+        // The folded chunk is the new checkpoint (the only state write of a verify step).
+        for (int gi = warp; gi < groups_per_stage; gi += kWarps) {
+          const int rr = gi * kRowsPerWarp + grp;
+          float s[kElems];
+          load_state_row<K, ST>(buf + rr * K, sub, rr & (kSwizzleRows - 1), s);
+          store_state_row<K, ST>(state_head + static_cast<int64_t>(v0 + chunk * rows_per_stage + rr) * K, sub, s);
+        }
+      }
+      Mma::chunk(buf, rows_per_stage, s_win_k, held, s_part + (chunk & 1) * part_size);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    finish_chunk(num_chunks - 1);
+  } else {
+    for (int chunk = 0; chunk < num_chunks; ++chunk) {
+      cp_async_wait<kWindowStages - 2>();
+      __syncthreads();
+      issue_chunk(chunk + kWindowStages - 1);
+      ST* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
+      if (kSpec && fold) {
+        // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory, on the CUDA
+        // cores. With bf16 activations and T <= 2 the tensor-core fold is possible but measured
+        // slower (Qwen3.5-4B, batch 256: T = 1 199 vs 182 µs, with its registers in this loop).
+        fold_chunk_fma<K, ST, AT>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
+                                  s_ring_u_raw, tile_rows);
+        __syncthreads();  // the row groups below read other threads' columns
+      }
+      for (int gi = warp; gi < groups_per_stage; gi += kWarps) {  // warp-uniform
+        const int rr = gi * kRowsPerWarp + grp;    // row within the chunk
+        const int vl = chunk * rows_per_stage + rr;  // row within the tile
+        float s[kElems];
+        load_state_row<K, ST>(buf + rr * K, sub, 0, s);
+        const int64_t row_off = static_cast<int64_t>(v0 + vl) * K;
+
+        if constexpr (kSpec) {
+          if (fold) {
+            // The folded chunk is the new checkpoint (the only state write of a verify step).
+            store_state_row<K, ST>(state_head + row_off, sub, s);
+          }
+          float v[kDots];
+          window_dots(s, v);
+          // S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise e^Gh S0 + history.
+          if (holder) {
+  #pragma unroll
+            for (int m = 0; m < kHeld; ++m) {
+              const int i = (held_first + m) % (kDots / 2);
+              if (i < n) {
+                float* const dst = (held_first + m >= kDots / 2 ? s_sq : s_sk) + i * tile_rows + vl;
+                *dst = fold ? v[m] : eGh * v[m] + *dst;
+              }
             }
           }
-        }
-      } else {
-        for (int i = 0; i < n; ++i) {
-          const float eg = s_eg[i];
-          float wv[kElems];
-          load_cols(s_win_k + i * K, wv);
-          float dk = 0.f;
-#pragma unroll
-          for (int e = 0; e < kElems; ++e) s[e] *= eg, dk += s[e] * wv[e];
-          dk = group_sum<kLanes>(dk);
-          const float uu = s_beta[i] * (s_win_v[i * tile_rows + vl] - dk);
-#pragma unroll
-          for (int e = 0; e < kElems; ++e) s[e] += uu * wv[e];
-          load_cols(s_win_q + i * K, wv);
-          float dq = 0.f;
-#pragma unroll
-          for (int e = 0; e < kElems; ++e) dq += s[e] * wv[e];
-          dq = group_sum<kLanes>(dq);
-          if (sub == 0) s_sk[i * tile_rows + vl] = dq;  // y_i
-          const int32_t target = s_target[i];
-          if (slot_is_live(target, p.null_slot, p.num_slots)) {
-            ST* const dst =
-                static_cast<ST*>(p.state) + static_cast<int64_t>(target) * p.state_slot_stride + head_off + row_off;
-            store_state_row<K, ST>(dst, sub, s);
+        } else {
+          for (int i = 0; i < n; ++i) {
+            const float eg = s_eg[i];
+            float wv[kElems];
+            load_cols(s_win_k + i * K, wv);
+            float dk = 0.f;
+  #pragma unroll
+            for (int e = 0; e < kElems; ++e) s[e] *= eg, dk += s[e] * wv[e];
+            dk = group_sum<kLanes>(dk);
+            const float uu = s_beta[i] * (s_win_v[i * tile_rows + vl] - dk);
+  #pragma unroll
+            for (int e = 0; e < kElems; ++e) s[e] += uu * wv[e];
+            load_cols(s_win_q + i * K, wv);
+            float dq = 0.f;
+  #pragma unroll
+            for (int e = 0; e < kElems; ++e) dq += s[e] * wv[e];
+            dq = group_sum<kLanes>(dq);
+            if (sub == 0) s_sk[i * tile_rows + vl] = dq;  // y_i
+            const int32_t target = s_target[i];
+            if (slot_is_live(target, p.null_slot, p.num_slots)) {
+              ST* const dst =
+                  static_cast<ST*>(p.state) + static_cast<int64_t>(target) * p.state_slot_stride + head_off + row_off;
+              store_state_row<K, ST>(dst, sub, s);
+            }
           }
         }
       }

@@ -1,0 +1,159 @@
+// The spec verify's window products on tensor cores: for every state row v of a stage chunk and
+// every window vector m < kOut (k̂_0 .. k̂_{kT-1}, then q̂_0 .. q̂_{kT-1}), sum_k S[v][k] W[m][k].
+// On the CUDA cores each state row took 2 kT dot products of K elements, every window element
+// read again from shared memory for every row group: at T = 4 that per-row work, not the state
+// stream, set the verify step's time (ncu: 52 % of the stall samples in it, 33 % of DRAM
+// bandwidth). Here a chunk of state rows is the A operand of mma.sync m16n8k8 (16 rows, 8 k) and
+// the window vectors are B (8 k, n = 8 outputs), both fp32 split into two tf32 terms (3xTF32,
+// common/mma_tf32.cuh): about fp32 accuracy on products that only feed act-dtype outputs.
+//
+// The state chunk is fp32 in the swizzled stage layout (kSwizzleRows). Warp w takes the columns
+// [w K / 4, (w + 1) K / 4) of every row, so the four warps' partial sums of a (row, output) pair
+// meet in shared memory (`part`, summed in a fixed order: the result does not depend on timing).
+//
+// Which columns a lane reads: an mma step sums over its 8 k in any order as long as A and B use
+// the same one, so lane (g, t) takes whole 16-byte pieces: in a block of 8 pieces, pieces 2t and
+// 2t + 1 of its row (rows g and g + 8) and of its output row g. With the swizzle, the 8 lanes of
+// one shared-memory phase (rows g = 2q and 2q + 1) then read 8 distinct bank groups: row 2q's
+// pieces stay even, row 2q + 1's become odd. K = 64 leaves a warp 4 pieces: one per lane.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "replayssm/common/mma_tf32.cuh"
+#include "replayssm/gdn/chunk_ops.cuh"
+
+namespace replayssm::gdn {
+
+template <int K, int kOut>
+struct WindowMma {
+  static constexpr int kWarpPieces = K / 4 / kWarps;          // 16-byte pieces of a row per warp
+  static constexpr int kHalves = kWarpPieces >= 8 ? 2 : 1;     // pieces per lane and block
+  static constexpr int kBlockPieces = 4 * kHalves;
+  static constexpr int kBlocks = kWarpPieces / kBlockPieces;
+  static constexpr int kVals = 4 * kHalves;                    // fp32 values per lane, row and block
+  static constexpr int kNTiles = (kOut + 7) / 8;
+  static constexpr int kOutPad = 8 * kNTiles;                  // outputs per row in `part`
+  // Independent accumulators per n-tile: one per product term (small.big, big.small, big.big),
+  // times 2 by k-step parity when there is one n-tile, so no chain of dependent mma.sync is
+  // longer than kVals / 2 / kParity. (Qwen3.5-4B, T = 4, batch 256, two runs: 348 µs per verify
+  // step with one accumulator and both split terms rounded, 339 with the six chains and the
+  // truncated split of A.)
+  static constexpr int kParity = kNTiles == 1 ? 2 : 1;
+  static constexpr int kChains = 3 * kParity;
+  // The B fragments stay in registers over the whole stream when they take at most 32 of them
+  // (Qwen3.5's K = 128 up to T = 4); otherwise each chunk reads them again.
+  static constexpr bool kHoldB = kNTiles * kBlocks * kVals * 2 <= 32;
+  static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
+  static_assert(kOut >= 2 && kOut <= 16, "kOut: 2 kT outputs, kT <= 8");
+
+  // Floats of `part` for one chunk of `rows` rows.
+  __host__ __device__ static constexpr int part_floats(int rows) { return kWarps * rows * kOutPad; }
+
+  // First piece of this lane's half h of block b (column 4 * piece).
+  static __device__ __forceinline__ int piece(int warp, int b, int t, int h) {
+    return warp * kWarpPieces + b * kBlockPieces + kHalves * t + h;
+  }
+
+  struct BFrags {
+    uint32_t big[kNTiles][kBlocks][kVals], small[kNTiles][kBlocks][kVals];
+  };
+
+  // This lane's B operand: output row m = 8 nt + g of the window (zeros past kOut), split.
+  static __device__ __forceinline__ void load_b(const float* s_win, int warp, int lane, int b, BFrags& f) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      const int m = nt * 8 + g;
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (m < kOut) w = *reinterpret_cast<const float4*>(s_win + m * K + 4 * piece(warp, b, t, h));
+        const float v[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_tf32(v[e], f.big[nt][b][4 * h + e], f.small[nt][b][4 * h + e]);
+      }
+    }
+  }
+  static __device__ __forceinline__ void load_all_b(const float* s_win, int warp, int lane, BFrags& f) {
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) load_b(s_win, warp, lane, b, f);
+  }
+
+  // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
+  // part[(warp * rows + row) * kOutPad + m]. held: the B fragments (kHoldB), else
+  // read from s_win here.
+  static __device__ __forceinline__ void chunk(const float* buf, int rows, const float* s_win, const BFrags& held,
+                                               float* part) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    for (int m0 = 0; m0 < rows; m0 += 16) {
+      const bool lower = m0 + g < rows, upper = m0 + g + 8 < rows;  // this lane's two rows exist
+      float acc[kNTiles][kChains][4];
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int c = 0; c < kChains; ++c) acc[nt][c][0] = acc[nt][c][1] = acc[nt][c][2] = acc[nt][c][3] = 0.f;
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        // Rows m0 + g and m0 + g + 8 share the swizzle key g (m0 is a multiple of 16).
+        uint32_t a_big[2][kVals], a_small[2][kVals];
+#pragma unroll
+        for (int half_row = 0; half_row < 2; ++half_row) {
+          const float* row = buf + (m0 + g + 8 * half_row) * K;
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h) {
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (half_row == 0 ? lower : upper) x = *reinterpret_cast<const float4*>(row + 4 * (piece(warp, b, t, h) ^ g));
+            const float v[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              split_tf32_trunc(v[e], a_big[half_row][4 * h + e], a_small[half_row][4 * h + e]);
+          }
+        }
+        BFrags local;
+        if constexpr (!kHoldB) load_b(s_win, warp, lane, b, local);
+        const BFrags& f = kHoldB ? held : local;
+#pragma unroll
+        for (int s = 0; s < kVals / 2; ++s) {  // k-step s: values 2s, 2s + 1 of each row
+          const uint32_t ab[4] = {a_big[0][2 * s], a_big[1][2 * s], a_big[0][2 * s + 1], a_big[1][2 * s + 1]};
+          const uint32_t as[4] = {a_small[0][2 * s], a_small[1][2 * s], a_small[0][2 * s + 1], a_small[1][2 * s + 1]};
+          const int c = 3 * (s % kParity);
+#pragma unroll
+          for (int nt = 0; nt < kNTiles; ++nt) {
+            mma_tf32_1688(acc[nt][c], as, f.big[nt][b][2 * s], f.big[nt][b][2 * s + 1]);
+            mma_tf32_1688(acc[nt][c + 1], ab, f.small[nt][b][2 * s], f.small[nt][b][2 * s + 1]);
+            mma_tf32_1688(acc[nt][c + 2], ab, f.big[nt][b][2 * s], f.big[nt][b][2 * s + 1]);
+          }
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        // The small terms first, so they meet each other before the big.big sum.
+        float sum[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float small = 0.f, big = 0.f;
+#pragma unroll
+          for (int q = 0; q < kParity; ++q) small += acc[nt][3 * q][e] + acc[nt][3 * q + 1][e], big += acc[nt][3 * q + 2][e];
+          sum[e] = small + big;
+        }
+        float* dst = part + (warp * rows + m0 + g) * kOutPad + nt * 8 + 2 * t;
+        if (lower) *reinterpret_cast<float2*>(dst) = make_float2(sum[0], sum[1]);
+        if (upper) *reinterpret_cast<float2*>(dst + 8 * kOutPad) = make_float2(sum[2], sum[3]);
+      }
+    }
+  }
+
+  // The product of chunk row r and output m: the warps' partials summed in warp order.
+  static __device__ __forceinline__ float total(const float* part, int rows, int r, int m) {
+    float x = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) x += part[(w * rows + r) * kOutPad + m];
+    return x;
+  }
+};
+
+}  // namespace replayssm::gdn
