@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     // 11 % of the stall samples, ncu).
     const int fin_row = threadIdx.x % rows_per_stage;
     const int fin_m = threadIdx.x / rows_per_stage, fin_step = kThreads / rows_per_stage;
-    auto finish_chunk = [&](int c) {
+    auto finish_chunk = [&](int c, bool folding) {
       const float* part = s_part + (c & 1) * part_size;
       for (int m = fin_m; m < kDots; m += fin_step) {
         const int r = fin_row;
@@ -422,17 +422,20 @@ __global__ void __launch_bounds__(kThreads, 4)
         if (i < n) {
           const float x = Mma::total(part, rows_per_stage, r, m);
           float* const dst = (m >= kT ? s_sq : s_sk) + i * tile_rows + c * rows_per_stage + r;
-          *dst = fold ? x : eGh * x + *dst;
+          *dst = folding ? x : eGh * x + *dst;
         }
       }
     };
+    // Fold CTAs and the others run separate copies of the loop (`folding` is a constant in each),
+    // as in the row kernel: the tensor-core fold's registers then stay out of the non-flush loop.
+    auto stream = [&](const bool folding) {
     for (int chunk = 0; chunk < num_chunks; ++chunk) {
       cp_async_wait<kWindowStages - 2>();
       __syncthreads();  // also: every warp's partials of chunk - 1 are in
       issue_chunk(chunk + kWindowStages - 1);
-      if (chunk > 0) finish_chunk(chunk - 1);
+      if (chunk > 0) finish_chunk(chunk - 1, folding);
       float* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
-      if (fold) {
+      if (folding) {
         fold_chunk_mma<K, float>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
                                  s_ring_u_raw, tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_zeros));
         __syncthreads();  // the stores and the products below read other warps' columns
@@ -448,7 +451,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
     cp_async_wait<0>();
     __syncthreads();
-    finish_chunk(num_chunks - 1);
+    finish_chunk(num_chunks - 1, folding);
+    };
+    if (fold) {
+      stream(true);
+    } else {
+      stream(false);
+    }
   } else {
     for (int chunk = 0; chunk < num_chunks; ++chunk) {
       cp_async_wait<kWindowStages - 2>();
