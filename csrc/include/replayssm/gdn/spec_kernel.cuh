@@ -429,29 +429,29 @@ __global__ void __launch_bounds__(kThreads, 4)
     // Fold CTAs and the others run separate copies of the loop (`folding` is a constant in each),
     // as in the row kernel: the tensor-core fold's registers then stay out of the non-flush loop.
     auto stream = [&](const bool folding) {
-    for (int chunk = 0; chunk < num_chunks; ++chunk) {
-      cp_async_wait<kWindowStages - 2>();
-      __syncthreads();  // also: every warp's partials of chunk - 1 are in
-      issue_chunk(chunk + kWindowStages - 1);
-      if (chunk > 0) finish_chunk(chunk - 1, folding);
-      float* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
-      if (folding) {
-        fold_chunk_mma<K, float>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
-                                 s_ring_u_raw, tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_zeros));
-        __syncthreads();  // the stores and the products below read other warps' columns
-        // The folded chunk is the new checkpoint (the only state write of a verify step).
-        for (int gi = warp; gi < groups_per_stage; gi += kWarps) {
-          const int rr = gi * kRowsPerWarp + grp;
-          float s[kElems];
-          load_state_row<K, ST>(buf + rr * K, sub, rr & (kSwizzleRows - 1), s);
-          store_state_row<K, ST>(state_head + static_cast<int64_t>(v0 + chunk * rows_per_stage + rr) * K, sub, s);
+      for (int chunk = 0; chunk < num_chunks; ++chunk) {
+        cp_async_wait<kWindowStages - 2>();
+        __syncthreads();  // also: every warp's partials of chunk - 1 are in
+        issue_chunk(chunk + kWindowStages - 1);
+        if (chunk > 0) finish_chunk(chunk - 1, folding);
+        float* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
+        if (folding) {
+          fold_chunk_mma<K, float>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
+                                   s_ring_u_raw, tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_zeros));
+          __syncthreads();  // the stores and the products below read other warps' columns
+          // The folded chunk is the new checkpoint (the only state write of a verify step).
+          for (int gi = warp; gi < groups_per_stage; gi += kWarps) {
+            const int rr = gi * kRowsPerWarp + grp;
+            float s[kElems];
+            load_state_row<K, ST>(buf + rr * K, sub, rr & (kSwizzleRows - 1), s);
+            store_state_row<K, ST>(state_head + static_cast<int64_t>(v0 + chunk * rows_per_stage + rr) * K, sub, s);
+          }
         }
+        Mma::chunk(buf, rows_per_stage, s_win_k, held, s_part + (chunk & 1) * part_size);
       }
-      Mma::chunk(buf, rows_per_stage, s_win_k, held, s_part + (chunk & 1) * part_size);
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-    finish_chunk(num_chunks - 1, folding);
+      cp_async_wait<0>();
+      __syncthreads();
+      finish_chunk(num_chunks - 1, folding);
     };
     if (fold) {
       stream(true);
