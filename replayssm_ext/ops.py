@@ -303,6 +303,12 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     ``hist .. hist+n-1``), ``out``. Rollback is :func:`commit` with the accepted count. See
     docs/contract.md, "Ops".
 
+    Numerics (CUDA): with ``T`` in 3..8, an fp32 ``state`` and bf16 activations, the products of the
+    checkpoint with the window's ``k̂_i`` and ``q̂_i`` run on tensor cores as 3xTF32 (each product
+    within ~2^-20 relative, far below the bf16 rounding of ``out`` and the ring entries) and flush
+    rows fold on tensor cores with exact bf16 operands and fp32 accumulation; every other case
+    uses fp32 FMAs. The checkpoint a flush writes is the fp32 fold either way.
+
     Returns ``out``.
     """
     op = "gdn_spec_verify"
