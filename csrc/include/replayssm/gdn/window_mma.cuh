@@ -44,7 +44,7 @@ struct WindowMma {
   static constexpr int kParity = kNTiles == 1 ? 2 : 1;
   static constexpr int kChains = 3 * kParity;
   // The B fragments stay in registers over the whole stream when they take at most 32 of them
-  // (Qwen3.5's K = 128 up to T = 4); otherwise each chunk reads them again.
+  // (every instance but K = 256 at T = 8, which reads them again for each chunk).
   static constexpr bool kHoldB = kNTiles * kBlocks * kVals * 2 <= 32;
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
   static_assert(kOut >= 2 && kOut <= 16, "kOut: 2 kT outputs, kT <= 8");
