@@ -38,29 +38,46 @@
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one spec CTA, in floats: the fold's left factors s_k x_k [p_chunk][odd(R)];
-// delta_k and the fold weights s_k [R] each; the output weights w_ik and B_k.C_i [kT][R] each; c1_i
-// [kT]; the state dot products and the additive output terms [kT][p_chunk] each; the fold's B_k in
-// fp32 [R][N] when b_copy (spec_b_copy); then the staged entries in the activation dtype, B_k
+// Shared memory of one spec CTA, in floats: the replay weights w_ik (B_k . C_i) [R][kT] (kT
+// contiguous, read as 16-byte vectors); the fold's left factors s_k x_k [p_chunk][odd(R)]; delta_k
+// and the fold weights s_k [R] each; c1_i [kT]; the state dot products [kT][p_chunk]; the fold's B_k
+// in fp32 [R][N] when b_copy (spec_b_copy); then the staged entries in the activation dtype, B_k
 // [R][N] and x_k [R][p_chunk].
 struct SpecSmem {
-  int x, ldx, delta, fold_w, w, bc, c1, dot, hterm, b_f32, b_raw, x_raw, total;
+  int wbc, x, ldx, delta, fold_w, c1, dot, b_f32, b_raw, x_raw, total;
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy) {
     ldx = odd_stride(R);
-    x = 0;
+    wbc = 0;
+    x = floats_for(R * kT, 4);
     delta = x + p_chunk * ldx;
     fold_w = delta + R;
-    w = fold_w + R;
-    bc = w + kT * R;
-    c1 = bc + kT * R;
+    c1 = fold_w + R;
     dot = c1 + kT;
-    hterm = dot + kT * p_chunk;
-    b_f32 = floats_for(hterm + kT * p_chunk, 4);
+    b_f32 = floats_for(dot + kT * p_chunk, 4);
     b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * N, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
 };
+
+// kM consecutive fp32 values of shared memory into registers, 16 bytes at a time where kM allows
+// (the source is aligned to min(kM, 4) floats).
+template <int kM>
+__device__ __forceinline__ void load_smem_row(const float* src, float (&v)[kM]) {
+  if constexpr (kM % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < kM / 4; ++q) {
+      const float4 t = reinterpret_cast<const float4*>(src)[q];
+      v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+    }
+  } else if constexpr (kM == 2) {
+    const float2 t = *reinterpret_cast<const float2*>(src);
+    v[0] = t.x, v[1] = t.y;
+  } else {
+#pragma unroll
+    for (int m = 0; m < kM; ++m) v[m] = src[m];
+  }
+}
 
 // Sum of d[lo .. hi-1], in ascending order (a decay exponent over consecutive entries).
 __device__ __forceinline__ float sum_entries(const float* d, int lo, int hi) {
@@ -145,11 +162,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const fold_w_s = smem + lay.fold_w;
-  float* const w_s = smem + lay.w;      // [i][k], row stride R
-  float* const bc_s = smem + lay.bc;    // [i][k], row stride R
+  float* const wbc_s = smem + lay.wbc;  // [k][i], row stride kT
   float* const c1_s = smem + lay.c1;
   float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
-  float* const hterm_s = smem + lay.hterm;  // [i][pl], row stride p_chunk
   float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows, kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [k][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [k][p_chunk]
@@ -190,15 +205,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
       for (int e = 0; e < VE; ++e)
         c_reg[i][k][e] = i < n ? to_float(C_in[static_cast<int64_t>(i) * p.tok.C_stride + L::n_of(lr, k, e)]) : 0.f;
 
-  // The window's ring entries at logical hist .. hist+n-1 (after the history, folded or not).
-  // Nothing in this launch reads those positions: history reads are at logical < hist, the window
-  // is staged from the inputs, and hist + n <= R keeps the two apart.
+  // The window's ring entries at logical hist .. hist+n-1 (after the history, folded or not); x is
+  // written with the outputs, from its staged copy. Nothing in this launch reads those positions:
+  // history reads are at logical < hist, the window is staged from the inputs, and hist + n <= R
+  // keeps the two apart.
   {
-    Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
-    for (int e = tid; e < n * plen; e += kThreads) {
-      const int i = e / plen, pl = e - i * plen;
-      rx[static_cast<int64_t>(ring_index(start, hist + i, R)) * P + p0 + pl] = x_in[static_cast<int64_t>(i) * p.tok.x_stride + p0 + pl];
-    }
     if (chunk == 0) {
       float* const rdt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
       for (int i = tid; i < n; i += kThreads) rdt[ring_index(start, hist + i, R)] = token_delta(i);
@@ -219,14 +230,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   if (flush)
     for (int j = tid; j < hist; j += kThreads) fold_w_s[j] = delta_s[j] * expf(A * sum_entries(delta_s, j + 1, hist));
   const float c0 = flush ? expf(A * sum_entries(delta_s, 0, hist)) : 1.f;
-  for (int e = tid; e < n * n_ent; e += kThreads) {
-    const int i = e / n_ent, k = e - i * n_ent;
-    const int last = hist + i;  // window token i is entry hist + i
-    w_s[i * R + k] = (k >= e0 && k <= last) ? delta_s[k] * expf(A * sum_entries(delta_s, k + 1, last + 1)) : 0.f;
-  }
   for (int i = tid; i < n; i += kThreads) c1_s[i] = expf(A * sum_entries(delta_s, e0, hist + i + 1));
 
-  // B_k . C_i for the replayed entries k >= e0 and every token: kRowsPerWarp entries per warp pass.
+  // The replay weights w_ik (B_k . C_i) of the entries k >= e0, every token i of the tile (zero
+  // where k is after token i's position hist + i, and for i >= n): kRowsPerWarp entries per warp
+  // pass, the lane holding a sum computes its w_ik.
   for (int jb = e0 + warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
     const int j = jb + rw;
     float part[kT];
@@ -247,29 +255,25 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
     if (j < n_ent && L::template sum_holder<kT>(lr)) {
       const int first = L::template first_sum<kT>(lr);
 #pragma unroll
-      for (int m = 0; m < kKept; ++m)
-        if (first + m < n) bc_s[(first + m) * R + j] = part[m];
+      for (int m = 0; m < kKept; ++m) {
+        const int i = first + m, last = hist + i;  // window token i is entry hist + i
+        wbc_s[j * kT + i] = (i < n && j <= last) ? part[m] * delta_s[j] * expf(A * sum_entries(delta_s, j + 1, last + 1)) : 0.f;
+      }
     }
   }
   __syncthreads();
 
-  // The replayed entries' output terms, and the fold's left factor s_j x_j[p] (flush rows; those
-  // are entries < e0, disjoint from the replayed ones read here).
-  const float D = p.layer.D != nullptr ? p.layer.D[h] : 0.f;
-  for (int e = tid; e < n * plen; e += kThreads) {
-    const int i = e / plen, pl = e - i * plen;
-    const int last = hist + i;
-    float ht = D * to_float(x_raw[last * p_chunk + pl]);
-    for (int k = e0; k <= last; ++k) ht = fmaf(w_s[i * R + k] * bc_s[i * R + k], to_float(x_raw[k * p_chunk + pl]), ht);
-    hterm_s[i * p_chunk + pl] = ht;
-  }
+  // The fold's left factors s_j x_j[p] and its B_j in fp32 (flush rows: entries < e0, disjoint
+  // from the replayed ones).
   if (flush) {
-    for (int e = tid; e < plen * hist; e += kThreads) {
-      const int pl = e / hist, j = e - pl * hist;
-      x_s[pl * ldx + j] = fold_w_s[j] * to_float(x_raw[j * p_chunk + pl]);
-    }
+    for (int pl = tid; pl < plen; pl += kThreads)
+      for (int j = 0; j < hist; ++j) x_s[pl * ldx + j] = fold_w_s[j] * to_float(x_raw[j * p_chunk + pl]);
     if constexpr (kBCopy)
-      for (int e = tid; e < hist * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
+      for (int e = tid; e < hist * N / 4; e += kThreads) {
+        float v[4];
+        load_f32<Act, 4>(b_raw + 4 * e, v);
+        reinterpret_cast<float4*>(b_f32)[e] = make_float4(v[0], v[1], v[2], v[3]);
+      }
   }
   __syncthreads();
 
@@ -283,8 +287,10 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
     if (it + 1 < iters) stream.load(it + 1, next);
 
     float acc[U][KV][VE];
-    Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) {
+    if (n_upd == 0) {
+      Stream::unpack(raw, acc);  // c0 = 1 (non-flush rows, or nothing to fold)
+    } else {
+      Stream::unpack_scaled(raw, c0, acc);
       if constexpr (kBCopy)
         stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
       else
@@ -320,13 +326,37 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   }
   __syncthreads();
 
+  // Outputs: y_i[p] = c1_i (acc . C_i) + sum_{e0 <= k <= hist+i} w_ik (B_k . C_i) x_k[p] + D x_i[p],
+  // one p per thread and every token at once (one pass over the entries for all kT sums); the
+  // window's x goes to the ring alongside.
+  const float D = p.layer.D != nullptr ? p.layer.D[h] : 0.f;
   const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + static_cast<int64_t>(t0) * p.tok.z_stride + h * P : nullptr;
   Act* const out = reinterpret_cast<Act*>(p.tok.out) + static_cast<int64_t>(t0) * p.tok.out_stride + h * P;
-  for (int e = tid; e < n * plen; e += kThreads) {
-    const int i = e / plen, pl = e - i * plen;
-    float y = c1_s[i] * dot_s[i * p_chunk + pl] + hterm_s[i * p_chunk + pl];
-    if (z_in != nullptr) y = gate(y, to_float(z_in[static_cast<int64_t>(i) * p.tok.z_stride + p0 + pl]));
-    out[static_cast<int64_t>(i) * p.tok.out_stride + p0 + pl] = from_float<Act>(y);
+  Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P + p0;
+  int ring_pos[kT];
+#pragma unroll
+  for (int i = 0; i < kT; ++i) ring_pos[i] = ring_index(start, hist + min(i, n - 1), R);
+  for (int pl = tid; pl < plen; pl += kThreads) {
+    float ht[kT];
+#pragma unroll
+    for (int i = 0; i < kT; ++i) ht[i] = 0.f;
+    for (int k = e0; k < n_ent; ++k) {
+      float w[kT];
+      load_smem_row<kT>(wbc_s + k * kT, w);
+      const float xk = to_float(x_raw[k * p_chunk + pl]);
+#pragma unroll
+      for (int i = 0; i < kT; ++i) ht[i] = fmaf(w[i], xk, ht[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kT; ++i) {
+      if (i < n) {
+        const Act x_tok = x_raw[(hist + i) * p_chunk + pl];
+        float y = c1_s[i] * dot_s[i * p_chunk + pl] + ht[i] + D * to_float(x_tok);
+        if (z_in != nullptr) y = gate(y, to_float(z_in[static_cast<int64_t>(i) * p.tok.z_stride + p0 + pl]));
+        out[static_cast<int64_t>(i) * p.tok.out_stride + p0 + pl] = from_float<Act>(y);
+        rx[static_cast<int64_t>(ring_pos[i]) * P + pl] = x_tok;
+      }
+    }
   }
 }
 

@@ -252,6 +252,14 @@ struct TileStream {
     }
   }
 
+  // acc = raw, in fp32.
+  __device__ __forceinline__ static void unpack(const uint4 (&raw)[U][KV], float (&acc)[U][KV][VE]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k) V::unpack(raw[u][k], acc[u][k]);
+  }
+
   // acc = c0 * raw, in fp32.
   __device__ __forceinline__ static void unpack_scaled(const uint4 (&raw)[U][KV], float c0, float (&acc)[U][KV][VE]) {
 #pragma unroll
