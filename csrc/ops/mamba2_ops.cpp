@@ -292,6 +292,9 @@ void mamba2_spec_verify_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, 
   const int32_t null = null_slot_value(op, null_slot);
   check_cuda_dstate(op, d.N);
   check_cuda_max_tokens(op, max_tokens);
+  // The spec kernel's grid is (P chunks, H, batch): its y and z extents are at most 65535.
+  if (batch > 65535) fail(op, "slots: the CUDA kernel takes at most 65535 rows, got " + std::to_string(batch));
+  if (d.H > 65535) fail(op, "x: the CUDA kernel takes at most 65535 heads (H), got " + std::to_string(d.H));
 
   mamba2::SpecVerifyParams sp{};
   mamba2::ReplayParams& p = sp.replay;

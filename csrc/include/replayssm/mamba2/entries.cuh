@@ -20,7 +20,7 @@
 namespace replayssm::mamba2 {
 
 // Where entry j of a row lives: j < hist is the ring entry at logical position j, j >= hist is
-// token j - hist of the step's inputs. Both pointers are already offset to the first element
+// token j - hist of the step's inputs. The kernels have checked start < R and hist <= R. Both pointers are already offset to the first element
 // wanted (the P chunk of x, or the group's B).
 template <typename Act>
 struct EntryRows {
@@ -31,7 +31,7 @@ struct EntryRows {
   int hist, start, R;
 
   __device__ __forceinline__ const Act* row(int j) const {
-    return j < hist ? ring + static_cast<int64_t>(ring_index(start, j, R)) * ring_step : tok + (j - hist) * tok_step;
+    return j < hist ? ring + static_cast<int64_t>(ring_index_checked(start, j, R)) * ring_step : tok + (j - hist) * tok_step;
   }
 };
 
@@ -59,7 +59,7 @@ __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<
 // The history's delta_j (fp32 in the ring) to dst[0 .. hist-1], by cp.async.
 template <int kThreads>
 __device__ __forceinline__ void stage_ring_deltas(float* dst, const float* ring_dt, int hist, int start, int R, int tid) {
-  for (int j = tid; j < hist; j += kThreads) cp_async4(dst + j, ring_dt + ring_index(start, j, R));
+  for (int j = tid; j < hist; j += kThreads) cp_async4(dst + j, ring_dt + ring_index_checked(start, j, R));
 }
 
 // Shared-memory space for `count` values of T, in floats rounded up to 16 bytes.

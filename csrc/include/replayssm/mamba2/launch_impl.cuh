@@ -107,16 +107,19 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
-  const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
-  if (ctas == 0) return nullptr;
-  if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
+  if (heads_total == 0) return nullptr;
+  // Grid (P chunks, H, batch): the kernel reads its indices without dividing.
+  if (p.batch > 65535) return "the batch (number of rows) exceeds the spec kernel's grid limit of 65535";
+  if (p.geo.H > 65535) return "nheads exceeds the spec kernel's grid limit of 65535";
+  const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H),
+                  static_cast<unsigned>(p.batch));
   const bool b_copy = spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act));
   const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy).total) * sizeof(float);
   constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
   auto kernel = b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible>
                        : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false>;
   if (const char* err = allow_smem(kernel, smem)) return err;
-  kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(sp, p_chunk);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(sp, p_chunk);
   return launch_status();
 }
 

@@ -38,17 +38,18 @@
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one spec CTA, in floats: the replay weights w_ik (B_k . C_i) [R][kT] (kT
-// contiguous, read as 16-byte vectors); the fold's left factors s_k x_k [p_chunk][odd(R)]; delta_k
+// Shared memory of one spec CTA, in floats: the replay weights w_ik, then w_ik (B_k . C_i), [R][kT]
+// (kT contiguous, read as 16-byte vectors); B_k . C_i [R][kT]; the fold's left factors s_k x_k [p_chunk][odd(R)]; delta_k
 // and the fold weights s_k [R] each; c1_i [kT]; the state dot products [kT][p_chunk]; the fold's B_k
 // in fp32 [R][N] when b_copy (spec_b_copy); then the staged entries in the activation dtype, B_k
 // [R][N] and x_k [R][p_chunk].
 struct SpecSmem {
-  int wbc, x, ldx, delta, fold_w, c1, dot, b_f32, b_raw, x_raw, total;
+  int wbc, bc, x, ldx, delta, fold_w, c1, dot, b_f32, b_raw, x_raw, total;
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy) {
     ldx = odd_stride(R);
     wbc = 0;
-    x = floats_for(R * kT, 4);
+    bc = floats_for(R * kT, 4);
+    x = bc + floats_for(R * kT, 4);
     delta = x + p_chunk * ldx;
     fold_w = delta + R;
     c1 = fold_w + R;
@@ -122,13 +123,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   extern __shared__ __align__(16) float smem[];
   const ReplayParams& p = sp.replay;
 
+  // Grid (P chunks, H, batch): no index divisions before the slot read.
   const int H = p.geo.H, P = p.geo.P, G = p.geo.G;
-  const int num_chunks = (P + p_chunk - 1) / p_chunk;
-  int bid = blockIdx.x;
-  const int chunk = bid % num_chunks;
-  bid /= num_chunks;
-  const int h = bid % H;
-  const int row = bid / H;
+  const int chunk = blockIdx.x;
+  const int h = blockIdx.y;
+  const int row = blockIdx.z;
   const int g = h / (H / G);
   const int p0 = chunk * p_chunk;
   const int plen = min(p_chunk, P - p0);
@@ -163,6 +162,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   float* const delta_s = smem + lay.delta;
   float* const fold_w_s = smem + lay.fold_w;
   float* const wbc_s = smem + lay.wbc;  // [k][i], row stride kT
+  float* const bc_s = smem + lay.bc;    // [k][i], row stride kT
   float* const c1_s = smem + lay.c1;
   float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
   float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows, kBCopy)
@@ -212,12 +212,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   {
     if (chunk == 0) {
       float* const rdt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
-      for (int i = tid; i < n; i += kThreads) rdt[ring_index(start, hist + i, R)] = token_delta(i);
+      for (int i = tid; i < n; i += kThreads) rdt[ring_index_checked(start, hist + i, R)] = token_delta(i);
       if (h % (H / G) == 0) {  // one head per group writes the group's B
         Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
         for (int e = tid; e < n * N; e += kThreads) {
           const int i = e / N, nn = e % N;
-          rb[static_cast<int64_t>(ring_index(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
+          rb[static_cast<int64_t>(ring_index_checked(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
         }
       }
     }
@@ -232,9 +232,14 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   const float c0 = flush ? expf(A * sum_entries(delta_s, 0, hist)) : 1.f;
   for (int i = tid; i < n; i += kThreads) c1_s[i] = expf(A * sum_entries(delta_s, e0, hist + i + 1));
 
-  // The replay weights w_ik (B_k . C_i) of the entries k >= e0, every token i of the tile (zero
-  // where k is after token i's position hist + i, and for i >= n): kRowsPerWarp entries per warp
-  // pass, the lane holding a sum computes its w_ik.
+  // The replay weights w_ik of the entries k >= e0 and every token i of the tile (zero where k is
+  // after token i's position hist + i, and for i >= n).
+  for (int e = tid; e < (n_ent - e0) * kT; e += kThreads) {
+    const int k = e0 + e / kT, i = e % kT, last = hist + i;  // window token i is entry hist + i
+    wbc_s[k * kT + i] = (i < n && k <= last) ? delta_s[k] * expf(A * sum_entries(delta_s, k + 1, last + 1)) : 0.f;
+  }
+
+  // B_k . C_i of the same entries and tokens: kRowsPerWarp entries per warp pass.
   for (int jb = e0 + warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
     const int j = jb + rw;
     float part[kT];
@@ -255,13 +260,13 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
     if (j < n_ent && L::template sum_holder<kT>(lr)) {
       const int first = L::template first_sum<kT>(lr);
 #pragma unroll
-      for (int m = 0; m < kKept; ++m) {
-        const int i = first + m, last = hist + i;  // window token i is entry hist + i
-        wbc_s[j * kT + i] = (i < n && j <= last) ? part[m] * delta_s[j] * expf(A * sum_entries(delta_s, j + 1, last + 1)) : 0.f;
-      }
+      for (int m = 0; m < kKept; ++m) bc_s[j * kT + first + m] = part[m];
     }
   }
   __syncthreads();
+
+  // The combined weights w_ik (B_k . C_i), read by the outputs after the stream.
+  for (int e = e0 * kT + tid; e < n_ent * kT; e += kThreads) wbc_s[e] *= bc_s[e];
 
   // The fold's left factors s_j x_j[p] and its B_j in fp32 (flush rows: entries < e0, disjoint
   // from the replayed ones).
@@ -279,8 +284,6 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
 
   const int n_upd = flush ? hist : 0;
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
-  const bool holder = L::template sum_holder<kT>(lr);
-  const int first = L::template first_sum<kT>(lr);
   const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
   for (int it = 0; it < iters; ++it) {
     uint4 next[U][KV];
@@ -298,24 +301,54 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
     }
     if (write_state) stream.store(it, acc);
 
-    // The kT dot products of each state row with the window's C vectors.
+    // The kT dot products of each state row with the window's C vectors: all U rows' sums reduced
+    // together up to 8 sums (fewer shuffles than row by row), else row by row. (At U kT = 16 nvcc
+    // 12.x/13.0 put the halving selects of LaneSums in local memory: nano T = 4 507 -> 704 us.)
+    if constexpr (U * kT <= 8) {
+      constexpr int M = U * kT;
+      float part[M];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float part[kT];
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int i = 0; i < kT; ++i) {
-        part[i] = 0.f;
+        for (int i = 0; i < kT; ++i) {
+          float d = 0.f;
 #pragma unroll
-        for (int k = 0; k < KV; ++k)
+          for (int k = 0; k < KV; ++k)
 #pragma unroll
-          for (int e = 0; e < VE; ++e) part[i] = fmaf(acc[u][k][e], c_reg[i][k][e], part[i]);
+            for (int e = 0; e < VE; ++e) d = fmaf(acc[u][k][e], c_reg[i][k][e], d);
+          part[u * kT + i] = d;
+        }
+      L::template row_sums<M>(part, lr);
+      if (L::template sum_holder<M>(lr)) {
+        const int first_m = L::template first_sum<M>(lr);
+#pragma unroll
+        for (int m = 0; m < L::template kept_sums<M>(); ++m) {
+          const int u = (first_m + m) / kT, i = (first_m + m) % kT;
+          const int pl = stream.row_of(it, u);
+          if (i < n && pl < plen) dot_s[i * p_chunk + pl] = part[m];
+        }
       }
-      L::template row_sums<kT>(part, lr);
-      const int pl = stream.row_of(it, u);
-      if (holder && pl < plen) {
+    } else {
+      const bool holder = L::template sum_holder<kT>(lr);
+      const int first = L::template first_sum<kT>(lr);
 #pragma unroll
-        for (int m = 0; m < kKept; ++m)
-          if (first + m < n) dot_s[(first + m) * p_chunk + pl] = part[m];
+      for (int u = 0; u < U; ++u) {
+        float part[kT];
+#pragma unroll
+        for (int i = 0; i < kT; ++i) {
+          part[i] = 0.f;
+#pragma unroll
+          for (int k = 0; k < KV; ++k)
+#pragma unroll
+            for (int e = 0; e < VE; ++e) part[i] = fmaf(acc[u][k][e], c_reg[i][k][e], part[i]);
+        }
+        L::template row_sums<kT>(part, lr);
+        const int pl = stream.row_of(it, u);
+        if (holder && pl < plen) {
+#pragma unroll
+          for (int m = 0; m < kKept; ++m)
+            if (first + m < n) dot_s[(first + m) * p_chunk + pl] = part[m];
+        }
       }
     }
 
@@ -335,7 +368,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P + p0;
   int ring_pos[kT];
 #pragma unroll
-  for (int i = 0; i < kT; ++i) ring_pos[i] = ring_index(start, hist + min(i, n - 1), R);
+  for (int i = 0; i < kT; ++i) ring_pos[i] = ring_index_checked(start, hist + min(i, n - 1), R);
   for (int pl = tid; pl < plen; pl += kThreads) {
     float ht[kT];
 #pragma unroll
