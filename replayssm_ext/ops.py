@@ -157,7 +157,8 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
         x: ``(tokens, H, P)`` act; dt: ``(tokens, H)`` act; B, C: ``(tokens, G, N)`` act;
         z: ``(tokens, H, P)`` act or None; A, D, dt_bias: ``(H,)`` fp32 (D, dt_bias optional).
         cu_seqlens: int32 ``(batch + 1,)``: row ``r`` owns tokens ``cu_seqlens[r] .. cu_seqlens[r+1]-1``.
-        slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows.
+        slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows. The CUDA kernel takes at
+            most 65535 rows and 65535 heads ``H`` (its grid's y and z extents) and ``T <= 8``.
         cache / cursors: as in :func:`mamba2_decode`; ``T`` is ``cursors.max_tokens`` (or
             ``max_tokens=`` with raw cursor tensors).
         out: ``(tokens, H, P)`` act, allocated when None.
