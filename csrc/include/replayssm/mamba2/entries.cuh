@@ -20,8 +20,9 @@
 namespace replayssm::mamba2 {
 
 // Where entry j of a row lives: j < hist is the ring entry at logical position j, j >= hist is
-// token j - hist of the step's inputs. The kernels have checked start < R and hist <= R. Both pointers are already offset to the first element
-// wanted (the P chunk of x, or the group's B).
+// token j - hist of the step's inputs. Both pointers are already offset to the first element
+// wanted (the P chunk of x, or the group's B). The kernels have checked start < R and hist <= R,
+// which ring_index_checked relies on.
 template <typename Act>
 struct EntryRows {
   const Act* ring;   // logical entry 0 is at ring + ring_index(start, 0, R) * ring_step

@@ -38,11 +38,11 @@
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one spec CTA, in floats: the replay weights w_ik, then w_ik (B_k . C_i), [R][kT]
-// (kT contiguous, read as 16-byte vectors); B_k . C_i [R][kT]; the fold's left factors s_k x_k [p_chunk][odd(R)]; delta_k
-// and the fold weights s_k [R] each; c1_i [kT]; the state dot products [kT][p_chunk]; the fold's B_k
-// in fp32 [R][N] when b_copy (spec_b_copy); then the staged entries in the activation dtype, B_k
-// [R][N] and x_k [R][p_chunk].
+// Shared memory of one spec CTA, in floats: the replay weights w_ik, then w_ik (B_k . C_i),
+// [R][kT] (kT contiguous, read as 16-byte vectors); B_k . C_i [R][kT]; the fold's left factors
+// s_k x_k [p_chunk][odd(R)]; delta_k and the fold weights s_k [R] each; c1_i [kT]; the state dot
+// products [kT][p_chunk]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
+// entries in the activation dtype, B_k [R][N] and x_k [R][p_chunk].
 struct SpecSmem {
   int wbc, bc, x, ldx, delta, fold_w, c1, dot, b_f32, b_raw, x_raw, total;
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy) {
@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
 
     // The kT dot products of each state row with the window's C vectors: all U rows' sums reduced
     // together up to 8 sums (fewer shuffles than row by row), else row by row. (At U kT = 16 nvcc
-    // 12.x/13.0 put the halving selects of LaneSums in local memory: nano T = 4 507 -> 704 us.)
+    // 13.0 put the halving selects of LaneSums in local memory: nano T = 4 507 -> 704 us.)
     if constexpr (U * kT <= 8) {
       constexpr int M = U * kT;
       float part[M];
