@@ -585,3 +585,29 @@ def test_spec_cuda_graph_matches_eager(device):
         for n in cur_e:
             assert torch.equal(cur_g[n], cur_e[n])
     assert flush_steps >= 2 * 5, f"test setup: only {flush_steps} flush rows"
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_decode", "gdn_spec_verify"))
+@pytest.mark.parametrize("op", ["gdn_decode", "gdn_spec_verify"])
+def test_grid_limit_rows(device, op):
+    """More rows than the kernels' grid takes (65535 in its z extent): the op names the row count and
+    writes nothing (padding rows, one token each)."""
+    rows = 65536
+    args = helpers.valid_args(op, device=device)
+    gH, K, HV, V = args["q"].shape[1], args["q"].shape[2], args["v"].shape[1], args["v"].shape[2]
+    act = args["q"].dtype
+
+    def rnd(*shape):
+        return torch.randn(*shape, device=device).to(act)
+
+    args.update(q=rnd(rows, gH, K), k=rnd(rows, gH, K), v=rnd(rows, HV, V), a=rnd(rows, HV), b=rnd(rows, HV),
+                out=torch.full((rows, HV, V), 7.0, device=device).to(act),
+                slots=torch.full((rows,), -1, dtype=torch.int32, device=device))
+    if "cu_seqlens" in args:
+        args["cu_seqlens"] = torch.arange(rows + 1, dtype=torch.int32, device=device)
+    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    with pytest.raises(RuntimeError, match=f"{op}: slots: the CUDA kernels take at most 65535 rows, got 65536"):
+        helpers.call_op(op, args)
+    torch.cuda.synchronize()
+    for k, v in before.items():
+        assert torch.equal(args[k], v), f"{k} was written"

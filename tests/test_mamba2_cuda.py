@@ -592,3 +592,24 @@ def test_spec_cuda_limits():
     b = valid_args("mamba2_spec_verify", "cpu")
     b["max_tokens"] = 9
     call_op("mamba2_spec_verify", b)
+
+
+@spec_only
+def test_spec_grid_limit_rows():
+    """More rows than the spec kernel's grid takes (65535 in its z extent): the op names the row
+    count and writes nothing (padding rows, one token each)."""
+    rows = 65536
+    args = valid_args("mamba2_spec_verify", device="cuda")
+    H, P, G, N = args["x"].shape[1], args["x"].shape[2], args["B"].shape[1], args["B"].shape[2]
+    act = args["x"].dtype
+    args.update(x=torch.randn(rows, H, P, device="cuda").to(act), dt=torch.randn(rows, H, device="cuda").to(act),
+                B=torch.randn(rows, G, N, device="cuda").to(act), C=torch.randn(rows, G, N, device="cuda").to(act),
+                z=torch.randn(rows, H, P, device="cuda").to(act), out=torch.full((rows, H, P), 7.0, device="cuda").to(act),
+                slots=torch.full((rows,), -1, dtype=torch.int32, device="cuda"),
+                cu_seqlens=torch.arange(rows + 1, dtype=torch.int32, device="cuda"))
+    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    with pytest.raises(RuntimeError, match="mamba2_spec_verify: slots: the CUDA kernel takes at most 65535 rows, got 65536"):
+        call_op("mamba2_spec_verify", args)
+    torch.cuda.synchronize()
+    for k, v in before.items():
+        assert torch.equal(args[k], v), f"{k} was written"

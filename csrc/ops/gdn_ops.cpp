@@ -194,8 +194,12 @@ void fill_ring(GdnParams& p, const Tensor& state, const Tensor& ring_u, const Te
   p.ring_len = static_cast<int32_t>(R);
 }
 
-void fill_rows(GdnParams& p, const Tensor& slots, int64_t num_slots, int32_t null_slot, int64_t H, int64_t HV,
-               int64_t K, int64_t V) {
+void fill_rows(const char* op, GdnParams& p, const Tensor& slots, int64_t num_slots, int32_t null_slot, int64_t H,
+               int64_t HV, int64_t K, int64_t V) {
+  // The CUDA kernels' grid is (tiles, HV, batch): its y and z extents are at most 65535.
+  if (slots.size(0) > 65535)
+    fail(op, "slots: the CUDA kernels take at most 65535 rows, got " + std::to_string(slots.size(0)));
+  if (HV > 65535) fail(op, "HV (value heads): the CUDA kernels take at most 65535, got " + std::to_string(HV));
   p.slots = slots.const_data_ptr<int32_t>();
   p.batch = static_cast<int32_t>(slots.size(0));
   p.null_slot = null_slot;
@@ -238,7 +242,7 @@ void gdn_decode_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Tensor A_
 
   GdnParams p{};
   fill_tokens(p, q, k, v, a, b, A_log, dt_bias, scale, qk_l2norm, out);
-  fill_rows(p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
+  fill_rows(op, p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
   fill_ring(p, state, ring_u, ring_k, ring_g, R);
   p.hist = hist.const_data_ptr<int32_t>();
   p.start = start.const_data_ptr<int32_t>();
@@ -282,7 +286,7 @@ void gdn_spec_verify_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Tens
 
   GdnParams p{};
   fill_tokens(p, q, k, v, a, b, A_log, dt_bias, scale, qk_l2norm, out);
-  fill_rows(p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
+  fill_rows(op, p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
   fill_ring(p, state, ring_u, ring_k, ring_g, R);
   p.cu_seqlens = cu_seqlens.const_data_ptr<int32_t>();
   p.max_tokens = static_cast<int32_t>(max_tokens);
@@ -316,7 +320,7 @@ void gdn_flush_cuda(Tensor slots, Tensor hist, Tensor start, Tensor state, Tenso
     check_aligned(op, name, *t);
 
   GdnParams p{};
-  fill_rows(p, slots, num_slots, null, H, HV, K, V);
+  fill_rows(op, p, slots, num_slots, null, H, HV, K, V);
   fill_ring(p, state, ring_u, ring_k, ring_g, R);
   p.act_dtype = kernel_dtype(ring_u.scalar_type());
   p.hist = hist.const_data_ptr<int32_t>();
@@ -368,7 +372,7 @@ void gdn_state_update_cuda(Tensor q, Tensor k, Tensor v, Tensor a, Tensor b, Ten
 
   GdnParams p{};
   fill_tokens(p, q, k, v, a, b, A_log, dt_bias, scale, qk_l2norm, out);
-  fill_rows(p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
+  fill_rows(op, p, slots, num_slots, null, d.H, d.HV, d.K, d.V);
   p.state = state.data_ptr();
   p.state_slot_stride = state.stride(0);
   p.state_dtype = kernel_dtype(state.scalar_type());

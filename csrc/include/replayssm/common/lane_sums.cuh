@@ -41,10 +41,22 @@ struct LaneSums {
   __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) {
     static_assert(M > 0 && (M & (M - 1)) == 0, "row_sums needs a power-of-two count");
     constexpr int kHalvings = halvings<M>();
+    halve<M, 0>(v, lr);
 #pragma unroll
-    for (int s = 0; s < kHalvings; ++s) {
-      const int off = kLanes >> (s + 1);
-      const int half = M >> (s + 1);
+    for (int off = kLanes >> (kHalvings + 1); off > 0; off >>= 1)
+#pragma unroll
+      for (int m = 0; m < kept_sums<M>(); ++m) v[m] += __shfl_xor_sync(0xffffffffu, v[m], off);
+  }
+
+ private:
+  // Halving S (and the ones after it), each level a template instance so that its count is a
+  // constant: with the count a function of a loop variable nvcc left the 8-wide first level of
+  // 16 values as a loop over an indexed array in local memory (64-byte stack frame, STL / LDL).
+  template <int M, int S>
+  __device__ __forceinline__ static void halve(float (&v)[M], int lr) {
+    if constexpr (S < halvings<M>()) {
+      constexpr int off = kLanes >> (S + 1);
+      constexpr int half = M >> (S + 1);
       const bool upper = (lr & off) != 0;
 #pragma unroll
       for (int m = 0; m < half; ++m) {
@@ -52,11 +64,8 @@ struct LaneSums {
         const float keep = upper ? v[m + half] : v[m];
         v[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
       }
+      halve<M, S + 1>(v, lr);
     }
-#pragma unroll
-    for (int off = kLanes >> (kHalvings + 1); off > 0; off >>= 1)
-#pragma unroll
-      for (int m = 0; m < kept_sums<M>(); ++m) v[m] += __shfl_xor_sync(0xffffffffu, v[m], off);
   }
 };
 

@@ -33,7 +33,7 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
   return nullptr;
 }
 
-// Launches one of the tiled kernels (grid batch * HV * tiles, kThreads threads, `bytes` of dynamic
+// Launches one of the tiled kernels (grid tiles x HV x batch, kThreads threads, `bytes` of dynamic
 // shared memory). Above the 48 KB default the kernel must opt in, and the device's opt-in limit is
 // checked first so a too-long ring is an error naming the cause (too_large) rather than a failed
 // launch.
@@ -49,9 +49,11 @@ const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_
         cudaSuccess)
       return launch_status();
   }
-  const int64_t grid = static_cast<int64_t>(p.batch) * p.HV * tiles;
-  if (grid > 0x7fffffffLL) return "batch * HV * tiles exceeds the CUDA grid limit";
-  kernel<<<static_cast<unsigned>(grid), kThreads, bytes, stream>>>(p, tiles, tile_rows);
+  // Grid (tiles, HV, batch): the kernels read their indices without dividing. The ops check batch
+  // and HV against the 65535 limit of the y and z extents with the actual values.
+  if (p.batch > 65535 || p.HV > 65535) return "batch or HV exceeds the CUDA grid limit of 65535";
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch));
+  kernel<<<grid, kThreads, bytes, stream>>>(p, tiles, tile_rows);
   return launch_status();
 }
 

@@ -80,10 +80,10 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   const int sub = lane % kLanes;  // lane within its row group
   const int grp = lane / kLanes;  // row group within the warp
 
-  const int tile = blockIdx.x % tiles;
-  const int head_row = blockIdx.x / tiles;
-  const int hv = head_row % p.HV;
-  const int row = head_row / p.HV;
+  // Grid (tiles, HV, batch) (launch_tiled): no index divisions before the slot read.
+  const int tile = blockIdx.x;
+  const int hv = blockIdx.y;
+  const int row = blockIdx.z;
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
   const int h = hv / (p.HV / p.H);
@@ -162,14 +162,14 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
     const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
     for (int i = threadIdx.x; i < n * k_pieces; i += kThreads) {
       const int j = i / k_pieces, c = i % k_pieces;
-      cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index(start, j, R)) * K + c * kPer16);
+      cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index_checked(start, j, R)) * K + c * kPer16);
     }
     for (int i = threadIdx.x; i < n * u_pieces; i += kThreads) {
       const int j = i / u_pieces, c = i % u_pieces;
       cp_async16(s_ring_u_raw + j * tile_rows + c * kPer16,
-                 ring_u + static_cast<int64_t>(ring_index(start, j, R)) * V + c * kPer16);
+                 ring_u + static_cast<int64_t>(ring_index_checked(start, j, R)) * V + c * kPer16);
     }
-    for (int j = threadIdx.x; j < n; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index(start, j, R));
+    for (int j = threadIdx.x; j < n; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index_checked(start, j, R));
   }
   // The stage buffers' swizzle mask (kSwizzleRows): swizzled for a tensor-core fold only.
   const int swz = kRing && kMmaFold<AT> && fold ? kSwizzleRows - 1 : 0;
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
     AT* ring_u = nullptr;
     int p_new = 0;  // the new entry's physical position (decode only: state_update has no ring)
     if constexpr (M == Mode::kDecode) {
-      p_new = ring_index(start, n, R);
+      p_new = ring_index_checked(start, n, R);
       ring_u = static_cast<AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
                (static_cast<int64_t>(hv) * R + p_new) * V + v0;
     }

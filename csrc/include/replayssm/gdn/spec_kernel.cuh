@@ -27,6 +27,7 @@
 #pragma once
 
 #include "replayssm/common/lane_sums.cuh"
+#include "replayssm/common/smem_rows.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/rows_kernel.cuh"
 #include "replayssm/gdn/window_mma.cuh"
@@ -134,10 +135,10 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int sub = lane % kLanes;  // lane within its row group
   const int grp = lane / kLanes;  // row group within the warp
 
-  const int tile = blockIdx.x % tiles;
-  const int head_row = blockIdx.x / tiles;
-  const int hv = head_row % p.HV;
-  const int row = head_row / p.HV;
+  // Grid (tiles, HV, batch) (launch_tiled): no index divisions before the slot read.
+  const int tile = blockIdx.x;
+  const int hv = blockIdx.y;
+  const int row = blockIdx.z;
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
   const int T = kSpec ? kT : p.max_tokens;  // the per-token sections' size
@@ -263,14 +264,14 @@ __global__ void __launch_bounds__(kThreads, 4)
     const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
     for (int i = threadIdx.x; i < nh * k_pieces; i += kThreads) {
       const int j = i / k_pieces, c = i % k_pieces;
-      cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index(start, j, R)) * K + c * kPer16);
+      cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index_checked(start, j, R)) * K + c * kPer16);
     }
     for (int i = threadIdx.x; i < nh * u_pieces; i += kThreads) {
       const int j = i / u_pieces, c = i % u_pieces;
       cp_async16(s_ring_u_raw + j * tile_rows + c * kPer16,
-                 ring_u + static_cast<int64_t>(ring_index(start, j, R)) * V + c * kPer16);
+                 ring_u + static_cast<int64_t>(ring_index_checked(start, j, R)) * V + c * kPer16);
     }
-    for (int j = threadIdx.x; j < nh; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index(start, j, R));
+    for (int j = threadIdx.x; j < nh; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index_checked(start, j, R));
   }
   cp_async_commit();
 #pragma unroll
@@ -315,11 +316,10 @@ __global__ void __launch_bounds__(kThreads, 4)
     s_eg[i] = expf(g);
     if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
   }
-  for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
-    const int i = idx / tile_rows, vl = idx % tile_rows;
-    s_win_v[idx] = Elem<AT>::to_f32(
-        static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv) * V + v0 + vl]);
-  }
+  for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads)
+    for (int i = 0; i < n; ++i)
+      s_win_v[i * tile_rows + vl] = Elem<AT>::to_f32(
+          static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv) * V + v0 + vl]);
   cp_async_wait<kWindowStages - 1>();  // group 0: the ring entries
   __syncthreads();
 
@@ -385,17 +385,25 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (j < i) s_amat[i * T + j] = s_beta[i] * s_decay[i * T + j] * s_kk[i * T + j];
       if (j <= i) s_dmat[i * T + j] = s_decay[i * T + j] * s_kq[i * T + j];
     }
+    // One tile row per thread and every token at once: one pass over the history for all kT
+    // sums (rows of coef_k / coef_q are kT contiguous floats; entries i >= n are never written and
+    // their sums are dropped).
     if (!fold) {
-      for (int idx = threadIdx.x; idx < n * tile_rows; idx += kThreads) {
-        const int i = idx / tile_rows, vl = idx % tile_rows;
-        float hk = 0.f, hq = 0.f;
+      for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
+        float hk[kT], hq[kT];
+#pragma unroll
+        for (int i = 0; i < kT; ++i) hk[i] = 0.f, hq[i] = 0.f;
         for (int j = 0; j < nh; ++j) {
           const float wu = s_weight[j] * Elem<AT>::to_f32(s_ring_u_raw[j * tile_rows + vl]);
-          hk += s_coef_k[j * T + i] * wu;
-          hq += s_coef_q[j * T + i] * wu;
+          float ck[kT], cq[kT];
+          load_smem_row<kT>(s_coef_k + j * kT, ck);
+          load_smem_row<kT>(s_coef_q + j * kT, cq);
+#pragma unroll
+          for (int i = 0; i < kT; ++i) hk[i] += ck[i] * wu, hq[i] += cq[i] * wu;
         }
-        s_sk[idx] = hk;
-        s_sq[idx] = hq;
+#pragma unroll
+        for (int i = 0; i < kT; ++i)
+          if (i < n) s_sk[i * tile_rows + vl] = hk[i], s_sq[i * tile_rows + vl] = hq[i];
       }
     }
   }
@@ -549,20 +557,20 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
           for (int j = 0; j <= i; ++j) y += s_dmat[i * T + j] * u[j];
           out[(tok0 + i) * p.out_row_stride + vl] = Elem<AT>::from_f32(y);
-          ring_u[static_cast<int64_t>(ring_index(start, nh + i, R)) * V + vl] = Elem<AT>::from_f32(r);
+          ring_u[static_cast<int64_t>(ring_index_checked(start, nh + i, R)) * V + vl] = Elem<AT>::from_f32(r);
         }
       }
     }
     if (tile == 0) {
       float* const ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
-      for (int i = threadIdx.x; i < n; i += kThreads) ring_g[ring_index(start, nh + i, R)] = s_g[i];
+      for (int i = threadIdx.x; i < n; i += kThreads) ring_g[ring_index_checked(start, nh + i, R)] = s_g[i];
       // k̂ is shared by the v-heads of a k-group: the group's first v-head appends it.
       if (hv % (p.HV / p.H) == 0) {
         AT* const ring_k = static_cast<AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                            static_cast<int64_t>(h) * R * K;
         for (int idx = threadIdx.x; idx < n * K; idx += kThreads) {
           const int i = idx / K, e = idx % K;
-          ring_k[static_cast<int64_t>(ring_index(start, nh + i, R)) * K + e] = Elem<AT>::from_f32(s_win_k[idx]);
+          ring_k[static_cast<int64_t>(ring_index_checked(start, nh + i, R)) * K + e] = Elem<AT>::from_f32(s_win_k[idx]);
         }
       }
     }

@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/smem_rows.cuh"
 #include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/tile.cuh"
@@ -60,25 +61,6 @@ struct SpecSmem {
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
 };
-
-// kM consecutive fp32 values of shared memory into registers, 16 bytes at a time where kM allows
-// (the source is aligned to min(kM, 4) floats).
-template <int kM>
-__device__ __forceinline__ void load_smem_row(const float* src, float (&v)[kM]) {
-  if constexpr (kM % 4 == 0) {
-#pragma unroll
-    for (int q = 0; q < kM / 4; ++q) {
-      const float4 t = reinterpret_cast<const float4*>(src)[q];
-      v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
-    }
-  } else if constexpr (kM == 2) {
-    const float2 t = *reinterpret_cast<const float2*>(src);
-    v[0] = t.x, v[1] = t.y;
-  } else {
-#pragma unroll
-    for (int m = 0; m < kM; ++m) v[m] = src[m];
-  }
-}
 
 // Sum of d[lo .. hi-1], in ascending order (a decay exponent over consecutive entries).
 __device__ __forceinline__ float sum_entries(const float* d, int lo, int hi) {
@@ -279,8 +261,10 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
         load_f32<Act, 4>(b_raw + 4 * e, v);
         reinterpret_cast<float4*>(b_f32)[e] = make_float4(v[0], v[1], v[2], v[3]);
       }
+    // Only the fold reads, in the stream, what other threads just wrote (the weight products are
+    // read after the stream's barrier): non-flush CTAs skip this barrier (flush is CTA-uniform).
+    __syncthreads();
   }
-  __syncthreads();
 
   const int n_upd = flush ? hist : 0;
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
@@ -302,9 +286,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
     if (write_state) stream.store(it, acc);
 
     // The kT dot products of each state row with the window's C vectors: all U rows' sums reduced
-    // together up to 8 sums (fewer shuffles than row by row), else row by row. (At U kT = 16 nvcc
-    // 13.0 put the halving selects of LaneSums in local memory: nano T = 4 507 -> 704 us.)
-    if constexpr (U * kT <= 8) {
+    // together up to 16 sums (fewer shuffles than row by row; 32 would need 16 more live
+    // registers), else row by row.
+    if constexpr (U * kT <= 16) {
       constexpr int M = U * kT;
       float part[M];
 #pragma unroll
