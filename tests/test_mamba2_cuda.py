@@ -341,6 +341,19 @@ SPEC_BT = [(b, t) for b in (8, 16, 32) for t in (1, 2, 4, 8)]
 SPEC_GEOS = [ODD, TINY, WIDE, Mamba2Geo(H=4, P=16, N=8, G=2)]  # N = 64, 16, 256, 8
 
 
+@pytest.fixture(params=["launcher", "pairs"])
+def spec_heads(request, monkeypatch):
+    """Heads per spec CTA: the launcher's choice (one head at these tests' batches: it pairs whole
+    heads only when the batch alone fills the GPU twice over) and pairs of whole heads forced with
+    REPLAYSSM_M2_SPEC_HEADS=2, which the serving batches of the benchmark take. The launcher reads
+    the variable at every launch."""
+    if request.param == "pairs":
+        monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "2")
+    else:
+        monkeypatch.delenv("REPLAYSSM_M2_SPEC_HEADS", raising=False)
+    return request.param
+
+
 def _spec_cfg(**kw):
     base = dict(mode="spec", device="cuda", reset_prob=0.0)
     base.update(kw)
@@ -351,7 +364,7 @@ def _spec_cfg(**kw):
 
 @spec_only
 @pytest.mark.parametrize("Bcap,T", SPEC_BT)
-def test_spec_long_run(Bcap, T):
+def test_spec_long_run(Bcap, T, spec_heads):
     """>= 200 steps with varlen windows (n in 1..T per row) and random accepted lengths, 8 staggered
     rows (mixed flush phases), padding by -1 and null_slot, replacements, folds on demand, misaligned
     paged caches (the element-wise state path; the lockstep and graph tests below take the 16-byte
@@ -377,7 +390,7 @@ def test_spec_dtype_pairs(state, act):
 
 @spec_only
 @pytest.mark.parametrize("T", [1, 8])
-def test_spec_full_windows(T):
+def test_spec_full_windows(T, spec_heads):
     """Every row feeds n = T tokens (the tile full for T = 8; T = 1 runs in the 2-token tile)."""
     cfg = _spec_cfg(Bcap=16, T=T, rows=6, steps=steps_for_cycles(16, T, 6), varlen=False, state="fp32", act="bf16",
                     paged=True, seed=1150 + T)
@@ -387,7 +400,7 @@ def test_spec_full_windows(T):
 @spec_only
 @pytest.mark.parametrize("use_D,use_z,use_dt_bias,dt_softplus", [
     (False, False, False, True), (True, True, True, False), (True, False, True, True)])
-def test_spec_optional_inputs(use_D, use_z, use_dt_bias, dt_softplus):
+def test_spec_optional_inputs(use_D, use_z, use_dt_bias, dt_softplus, spec_heads):
     fam = Mamba2(TINY, use_D=use_D, use_z=use_z, use_dt_bias=use_dt_bias, dt_softplus=dt_softplus)
     cfg = _spec_cfg(Bcap=8, T=2, rows=3, steps=steps_for_cycles(8, 2, 3), state="fp32", act="fp32", fold_prob=0.1,
                     seed=1200)
@@ -397,7 +410,7 @@ def test_spec_optional_inputs(use_D, use_z, use_dt_bias, dt_softplus):
 @spec_only
 @pytest.mark.parametrize("geo", ["nano", "super"])
 @pytest.mark.parametrize("T", [4, 8])
-def test_spec_model_geometries(geo, T):
+def test_spec_model_geometries(geo, T, spec_heads):
     cfg = _spec_cfg(Bcap=16, T=T, rows=3, spare_slots=1, steps=steps_for_cycles(16, T, 3), state="fp32", act="bf16",
                     paged=True, null_slot=0, fold_prob=0.03, seed=1300 + T)
     run_checked(Mamba2(NANO if geo == "nano" else SUPER), cfg)
@@ -408,7 +421,7 @@ def test_spec_model_geometries(geo, T):
 @spec_only
 @pytest.mark.parametrize("T", [2, 8])
 @pytest.mark.parametrize("state,act", [("fp32", "bf16"), ("bf16", "fp32"), ("fp16", "fp16")])
-def test_spec_lockstep_with_cpu(state, act, T):
+def test_spec_lockstep_with_cpu(state, act, T, spec_heads):
     """The same spec-verify / commit / flush sequence on CPU and CUDA (varlen windows, random
     accepted lengths): ring x / B entries and cursors identical, ring dt, outputs and checkpoints
     equal to rounding. The CUDA cache is a 16-byte-aligned paged view."""
@@ -464,7 +477,7 @@ def test_spec_lockstep_with_cpu(state, act, T):
 
 @spec_only
 @pytest.mark.parametrize("T", [2, 4])
-def test_spec_cuda_graph_replay_matches_eager(T):
+def test_spec_cuda_graph_replay_matches_eager(T, spec_heads):
     """One spec-verify step (fixed windows, varlen rows) captured over a batch in mixed phases and
     replayed through more than two flush cycles with commit of random accepted lengths (outside the
     graph) between replays; eager execution of the same sequence on a copy of the caches gives
@@ -592,6 +605,41 @@ def test_spec_cuda_limits():
     b = valid_args("mamba2_spec_verify", "cpu")
     b["max_tokens"] = 9
     call_op("mamba2_spec_verify", b)
+
+
+@spec_only
+def test_spec_heads_override_errors(monkeypatch):
+    """REPLAYSSM_M2_SPEC_HEADS: pairs of heads need an even number of heads per group, and only 1 or
+    2 are values; either error names the variable and the launch writes nothing."""
+    geo = Mamba2Geo(H=3, P=16, N=16, G=1)
+    gen = torch.Generator().manual_seed(5)
+    fam = Mamba2(geo)
+    layer = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
+    R, T = 8, 2
+    cache = {"state": fam.random_state(gen, (2,), torch.float32).cuda()}
+    for name, shape in fam.ring_shapes(R).items():
+        cache[name] = torch.randn(2, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
+    cur = {"hist": torch.zeros(2, dtype=torch.int32, device="cuda"),
+           "start": torch.zeros(2, dtype=torch.int32, device="cuda"),
+           "flush": torch.zeros(2, dtype=torch.int8, device="cuda")}
+    tok = {n: v[0].cuda() for n, v in fam.make_tokens(gen, (1, 2 * T), torch.bfloat16).items()}
+    cu = torch.tensor([0, T, 2 * T], dtype=torch.int32, device="cuda")
+    slots = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    before = {k: v.clone() for k, v in cache.items()}
+    out = torch.full((2 * T, geo.H, geo.P), float("nan"), dtype=torch.bfloat16, device="cuda")
+    for value, message in (("2", "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group"),
+                           ("3", "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2")):
+        monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", value)
+        with pytest.raises(RuntimeError, match=message):
+            fam.spec_verify(tok, layer, cu, slots, cur, cache, out, T, None)
+        torch.cuda.synchronize()
+        assert torch.isnan(out.float()).all(), "a failed launch wrote outputs"
+        for k in cache:
+            assert same_bytes(cache[k], before[k]), f"a failed launch wrote {k}"
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "1")
+    fam.spec_verify(tok, layer, cu, slots, cur, cache, out, T, None)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out.float()).any(), "one head per CTA runs for any grouping"
 
 
 @spec_only

@@ -63,6 +63,13 @@ __device__ __forceinline__ void stage_ring_deltas(float* dst, const float* ring_
   for (int j = tid; j < hist; j += kThreads) cp_async4(dst + j, ring_dt + ring_index_checked(start, j, R));
 }
 
+// Sum of d[lo .. hi-1], in ascending order (a decay exponent over consecutive entries).
+__device__ __forceinline__ float sum_entries(const float* d, int lo, int hi) {
+  float s = 0.f;
+  for (int m = lo; m < hi; ++m) s += d[m];
+  return s;
+}
+
 // Shared-memory space for `count` values of T, in floats rounded up to 16 bytes.
 __host__ __device__ inline int floats_for(int count, int elem_bytes) { return ((count * elem_bytes + 15) / 16) * 4; }
 

@@ -9,6 +9,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/mamba2/launch.h"
@@ -101,24 +103,62 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   return launch_status();
 }
 
+// Heads per spec CTA (spec_kernel.cuh): the two heads of a pair in one group share one CTA's B
+// staging, C loads and B . C products (H200, batch 256, B = 16, T = 4, same run: nano 452.7 ->
+// 427.9 us, super 525.1 -> 475.0). Taken where the kernel allows it -- whole heads (the batch fills
+// the GPU without splitting P) and an even number of heads per group -- and it costs nothing else:
+// at least two waves of CTAs, and the shared memory of a pair (without the fold's B copy) fits as
+// many CTAs per SM as one head's does. The environment variable REPLAYSSM_M2_SPEC_HEADS = 1 or 2
+// overrides the choice for measurements and tests (read at every launch, so both can be compared
+// in one process); 2 takes pairs of whole heads at any batch and is an error where the heads of a
+// group are odd.
+template <int kT>
+const char* spec_heads_per_cta(const ReplayParams& p, int p_chunk, int act_bytes, int* heads) {
+  const bool pairs = (p.geo.H / p.geo.G) % 2 == 0;
+  *heads = 1;
+  if (const char* v = std::getenv("REPLAYSSM_M2_SPEC_HEADS"); v != nullptr && *v != '\0') {
+    if (std::strcmp(v, "1") == 0) return nullptr;
+    if (std::strcmp(v, "2") != 0) return "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2";
+    if (!pairs) return "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)";
+    *heads = 2;
+    return nullptr;
+  }
+  if (!pairs || p_chunk != p.geo.P) return nullptr;
+  const int64_t ctas_two = static_cast<int64_t>(p.batch) * (p.geo.H / 2);
+  if (ctas_two < 2LL * spec_min_ctas<kT>() * num_sms()) return nullptr;
+  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  auto ctas_per_sm = [&](int h) {
+    const int fit = kSmemPerSm / (SpecSmem(p.ring_len, p_chunk, p.geo.N, kT, act_bytes, false, h).total * 4 + kReservedPerCta);
+    return fit < spec_min_ctas<kT>() ? fit : spec_min_ctas<kT>();
+  };
+  if (ctas_per_sm(2) >= ctas_per_sm(1)) *heads = 2;
+  return nullptr;
+}
+
 template <typename Act, typename St, int N, int kT>
 const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t stream) {
   const ReplayParams& p = sp.replay;
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
-  const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
+  int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (heads_total == 0) return nullptr;
-  // Grid (P chunks, H, batch): the kernel reads its indices without dividing.
+  // Grid (P chunks, H / heads, batch): the kernel reads its indices without dividing.
   if (p.batch > 65535) return "the batch (number of rows) exceeds the spec kernel's grid limit of 65535";
   if (p.geo.H > 65535) return "nheads exceeds the spec kernel's grid limit of 65535";
-  const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H),
+  int heads = 1;
+  if (const char* err = spec_heads_per_cta<kT>(p, p_chunk, sizeof(Act), &heads)) return err;
+  if (heads > 1) p_chunk = p.geo.P;  // pairs of whole heads
+  const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H / heads),
                   static_cast<unsigned>(p.batch));
-  const bool b_copy = spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act));
-  const size_t smem = static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy).total) * sizeof(float);
+  const bool b_copy = spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
+  const size_t smem =
+      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads).total) * sizeof(float);
   constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
-  auto kernel = b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible>
-                       : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false>;
-  if (const char* err = allow_smem(kernel, smem)) return err;
+  auto kernel = heads == 2 ? (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 2>
+                                     : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2>)
+                           : (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 1>
+                                     : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1>);
+  if (const char* err_smem = allow_smem(kernel, smem)) return err_smem;
   kernel<<<grid, kWarps * 32, smem, stream>>>(sp, p_chunk);
   return launch_status();
 }

@@ -43,10 +43,10 @@ namespace replayssm::mamba2 {
 
 // Shared memory of one CTA, in floats: the fold's left factors s_j x_j [p_chunk][odd(R)]; delta_j,
 // s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; the
-// update's B_j in fp32 [R][N] when b_copy (replay_b_copy); then the staged entries in the
-// activation dtype, B_j [R][N] and x_j [R][p_chunk].
+// total decay [1]; the update's B_j in fp32 [R][N] when b_copy (replay_b_copy); then the staged
+// entries in the activation dtype, B_j [R][N] and x_j [R][p_chunk].
 struct ReplaySmem {
-  int x, ldx, delta, weight, bc, dot, hterm, b_f32, b_raw, x_raw, total;
+  int x, ldx, delta, weight, bc, dot, hterm, decay, b_f32, b_raw, x_raw, total;
   __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy) {
     ldx = odd_stride(R);
     x = 0;
@@ -55,7 +55,8 @@ struct ReplaySmem {
     bc = weight + R;
     dot = bc + R;
     hterm = dot + p_chunk;
-    b_f32 = floats_for(hterm + p_chunk, 4);
+    decay = hterm + p_chunk;
+    b_f32 = floats_for(decay + 1, 4);
     b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * N, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
@@ -134,6 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   float* const bc_s = smem + lay.bc;
   float* const dot_s = smem + lay.dot;
   float* const hterm_s = smem + lay.hterm;
+  float* const decay_s = smem + lay.decay;
   float* const b_f32 = smem + lay.b_f32;                         // [j][N], entries j < n_upd (kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [j][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [j][p_chunk]
@@ -174,7 +176,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // The new ring entry at logical hist (after the history, folded or not). Nothing in this launch
   // reads that position: history reads are at logical < hist and hist + 1 <= R.
   if (decode) {
-    const int pos = ring_index(start, hist, R);
+    const int pos = ring_index_checked(start, hist, R);
     Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + (static_cast<int64_t>(h) * R + pos) * P;
     for (int pl = tid; pl < plen; pl += kThreads) rx[p0 + pl] = x_in[p0 + pl];
     if (chunk == 0) {
@@ -199,15 +201,14 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
   // Decay weights over the first n_w entries (the folded history for flush rows, everything for
   // non-flush rows): s_j = d_j exp(A sum_{j<i<n_w} d_i), total decay exp(A sum_{i<n_w} d_i).
+  // The thread of entry 0 also leaves the total, read after the next barrier (n_w == 0: no decay).
   const int n_w = flush ? hist : n_ent;
+  if (tid == 0 && n_w == 0) *decay_s = 1.f;
   for (int j = tid; j < n_w; j += kThreads) {
-    float later = 0.f;
-    for (int i = j + 1; i < n_w; ++i) later += delta_s[i];
+    const float later = sum_entries(delta_s, j + 1, n_w);
     weight_s[j] = delta_s[j] * expf(A * later);
+    if (j == 0) *decay_s = expf(A * (later + delta_s[0]));
   }
-  float sum_all = 0.f;
-  for (int i = 0; i < n_w; ++i) sum_all += delta_s[i];
-  const float decay_all = expf(A * sum_all);
 
   // The update's B_j in fp32, converted once rather than in every stream iteration (when that costs
   // no occupancy: replay_b_copy).
@@ -234,6 +235,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   }
   __syncthreads();
 
+  const float decay_all = *decay_s;
   float c0, c1;
   const float D = (decode && p.layer.D != nullptr) ? p.layer.D[h] : 0.f;
   if (flush) {

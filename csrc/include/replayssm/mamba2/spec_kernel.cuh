@@ -1,12 +1,17 @@
 // The Mamba-2 speculative-verify kernel (mamba2_spec_verify): n <= T window tokens per row, the
 // checkpoint streamed once for all n outputs.
 //
-// One CTA = one (row, head, chunk of P), as in the replay kernel (replay_kernel.cuh), whose state
-// stream (TileStream of tile.cuh: 16-byte vectors, one iteration's loads in flight, the fold's
-// rank update, the state write) this kernel shares. With the row's entries numbered 0 .. hist+n-1
-// (the hist ring entries in logical order, then the n window tokens; window token i is entry
-// hist+i) and e0 = hist on flush rows, 0 otherwise (entries below e0 are folded into the state
-// tile, the rest are replayed per output):
+// One CTA = one (row, chunk of P) of `heads` consecutive heads of one group: at small batch one
+// head and a chunk of its P (as the replay kernel, replay_kernel.cuh), at serving batch a pair of
+// whole heads where the launcher finds it pays (spec_heads_per_cta). The heads of a group share B
+// and C, so the per-CTA work that depends only on them -- the slot and cursor reads, staging the
+// B_k, the window's C in registers, the B_k . C_i products, the ring's B write -- is paid once per
+// pair, and the stream is heads * P contiguous rows of the state (heads are adjacent in its
+// layout). The state stream (TileStream of tile.cuh: 16-byte vectors, one iteration's loads in
+// flight, the fold's rank update, the state write) is shared with the replay kernel. With the
+// row's entries numbered 0 .. hist+n-1 (the hist ring entries in logical order, then the n window
+// tokens; window token i is entry hist+i) and e0 = hist on flush rows, 0 otherwise (entries below
+// e0 are folded into the state tile, the rest are replayed per output), for each head:
 //   acc      = c0 * S0 + sum_{j < e0} s_j x_j[p] B_j[n]          (flush rows: the fold; else acc = S0)
 //   state    = acc                                              (flush rows only, the only state write)
 //   y_i[p]   = c1_i * (acc . C_i) + sum_{e0 <= k <= hist+i} w_ik (B_k . C_i) x_k[p] + D x_i[p]
@@ -39,35 +44,33 @@
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one spec CTA, in floats: the replay weights w_ik, then w_ik (B_k . C_i),
-// [R][kT] (kT contiguous, read as 16-byte vectors); B_k . C_i [R][kT]; the fold's left factors
-// s_k x_k [p_chunk][odd(R)]; delta_k and the fold weights s_k [R] each; c1_i [kT]; the state dot
-// products [kT][p_chunk]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
-// entries in the activation dtype, B_k [R][N] and x_k [R][p_chunk].
+// Shared memory of one spec CTA of `heads` heads (tile rows = heads * p_chunk), in floats: the
+// replay weights w_ik, then w_ik (B_k . C_i), [heads][R][kT] (kT contiguous, read as 16-byte
+// vectors); B_k . C_i [R][kT]; the fold's left factors s_k x_k [rows][odd(R)]; delta_k and the
+// fold weights s_k [heads][R] each; c1_i [heads][kT]; c0, A and D [heads] each; the state dot
+// products [kT][rows]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
+// entries in the activation dtype, B_k [R][N] and x_k [heads][R][p_chunk].
 struct SpecSmem {
-  int wbc, bc, x, ldx, delta, fold_w, c1, dot, b_f32, b_raw, x_raw, total;
-  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy) {
+  int wbc, bc, x, ldx, delta, fold_w, c1, c0, a_h, d_h, dot, b_f32, b_raw, x_raw, total;
+  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy, int heads) {
+    const int rows = heads * p_chunk;
     ldx = odd_stride(R);
     wbc = 0;
-    bc = floats_for(R * kT, 4);
+    bc = floats_for(heads * R * kT, 4);
     x = bc + floats_for(R * kT, 4);
-    delta = x + p_chunk * ldx;
-    fold_w = delta + R;
-    c1 = fold_w + R;
-    dot = c1 + kT;
-    b_f32 = floats_for(dot + kT * p_chunk, 4);
+    delta = x + rows * ldx;
+    fold_w = delta + heads * R;
+    c1 = fold_w + heads * R;
+    c0 = c1 + heads * kT;
+    a_h = c0 + heads;
+    d_h = a_h + heads;
+    dot = d_h + heads;
+    b_f32 = floats_for(dot + kT * rows, 4);
     b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * N, act_bytes);
-    total = x_raw + floats_for(R * p_chunk, act_bytes);
+    total = x_raw + floats_for(heads * R * p_chunk, act_bytes);
   }
 };
-
-// Sum of d[lo .. hi-1], in ascending order (a decay exponent over consecutive entries).
-__device__ __forceinline__ float sum_entries(const float* d, int lo, int hi) {
-  float s = 0.f;
-  for (int m = lo; m < hi; ++m) s += d[m];
-  return s;
-}
 
 // CTAs per SM the register allocation must leave room for (as for the replay kernel: more CTAs in
 // flight hide the per-CTA prologue). kT <= 4 fits 6 CTAs (80 registers) without spilling; kT = 8
@@ -85,13 +88,14 @@ constexpr int spec_min_ctas() {
 // Whether a launch's fold reads B_k from the fp32 copy (fold_b_copy_pays at spec_min_ctas CTAs per
 // SM); a kernel template argument, as for the replay kernel (replay_b_copy).
 template <int kT>
-__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes) {
-  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false);
+__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes, int heads) {
+  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false, heads);
   return fold_b_copy_pays(without.total, R * N, act_bytes, spec_min_ctas<kT>());
 }
 
-template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy>
-__global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
+template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int kHeads>
+__global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
+    mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;
@@ -101,18 +105,24 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   constexpr int kRowsPerIter = Stream::kRowsPerIter;
   constexpr int kKept = L::template kept_sums<kT>();
   static_assert(kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0, "kT: a power of two up to kMaxSpecTokens");
+  static_assert(kHeads == 1 || kHeads == 2, "kHeads: one head (any P chunk) or a pair of whole heads");
+  // A template argument: with the count known at run time the one-head CTAs ran ~7 % slower than
+  // before heads were introduced (nano T = 4, batch 256: 484 vs 453 us, same run).
+  constexpr int heads = kHeads;
 
   extern __shared__ __align__(16) float smem[];
   const ReplayParams& p = sp.replay;
 
-  // Grid (P chunks, H, batch): no index divisions before the slot read.
+  // Grid (P chunks, H / heads, batch): no index divisions before the slot read. heads is 1, or 2
+  // with whole heads (one chunk, p_chunk == P; spec_heads_per_cta).
   const int H = p.geo.H, P = p.geo.P, G = p.geo.G;
   const int chunk = blockIdx.x;
-  const int h = blockIdx.y;
+  const int h0 = blockIdx.y * heads;
   const int row = blockIdx.z;
-  const int g = h / (H / G);
+  const int g = h0 / (H / G);
   const int p0 = chunk * p_chunk;
-  const int plen = min(p_chunk, P - p0);
+  const int plen = min(p_chunk, P - p0);  // rows of each head
+  const int tile_rows = heads * plen;     // contiguous in the state: heads are adjacent
 
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
@@ -122,8 +132,8 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   const int rw = lane / L::kLanesPerRow;  // row within the warp's load
 
   // First state loads go out before anything else: they depend on the slot only.
-  St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
-  const Stream stream{S, plen, warp, rw, lr, p.state_vec_aligned};
+  St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h0) * P + p0) * N;
+  const Stream stream{S, tile_rows, warp, rw, lr, p.state_vec_aligned};
   uint4 raw[U][KV];
   stream.load(0, raw);
 
@@ -139,43 +149,65 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
       static_cast<int64_t>(t0) + n > sp.num_tokens)
     return;
 
-  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy);
+  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads);
   float* const x_s = smem + lay.x;
-  float* const delta_s = smem + lay.delta;
-  float* const fold_w_s = smem + lay.fold_w;
-  float* const wbc_s = smem + lay.wbc;  // [k][i], row stride kT
-  float* const bc_s = smem + lay.bc;    // [k][i], row stride kT
-  float* const c1_s = smem + lay.c1;
-  float* const dot_s = smem + lay.dot;      // [i][pl], row stride p_chunk
+  float* const delta_s = smem + lay.delta;    // [hh][k], row stride R
+  float* const fold_w_s = smem + lay.fold_w;  // [hh][k], row stride R
+  float* const wbc_s = smem + lay.wbc;        // [hh][k][i], strides R kT and kT
+  float* const bc_s = smem + lay.bc;          // [k][i], row stride kT
+  float* const c1_s = smem + lay.c1;          // [hh][i], row stride kT
+  float* const c0_s = smem + lay.c0;          // [hh]
+  float* const a_s = smem + lay.a_h;          // [hh]: A of head h0 + hh
+  float* const d_s = smem + lay.d_h;          // [hh]: D of head h0 + hh (0 without D)
+  float* const dot_s = smem + lay.dot;        // [i][tile row], row stride tile_rows
   float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows, kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [k][N]
-  Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [k][p_chunk]
+  Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [hh][k][p_chunk], strides R p_chunk and p_chunk
   const int ldx = lay.ldx;
 
-  const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
+  // Head h of the slot's ring: x at ring_x + h R P, delta at ring_dt + h R.
+  Act* const ring_x = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride;
   const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
-  const float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
-  const float A = p.layer.A[h];
+  float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride;
 
-  // Window token i of this row is token t0 + i of the packed inputs.
-  const Act* const x_in = reinterpret_cast<const Act*>(p.tok.x) + static_cast<int64_t>(t0) * p.tok.x_stride + h * P;
+  // Window token i of this row is token t0 + i of the packed inputs; head h0 + hh at + hh P (x)
+  // and + hh (dt).
+  const Act* const x_in = reinterpret_cast<const Act*>(p.tok.x) + static_cast<int64_t>(t0) * p.tok.x_stride + h0 * P;
   const Act* const B_in = reinterpret_cast<const Act*>(p.tok.B) + static_cast<int64_t>(t0) * p.tok.B_stride + g * N;
   const Act* const C_in = reinterpret_cast<const Act*>(p.tok.C) + static_cast<int64_t>(t0) * p.tok.C_stride + g * N;
-  const Act* const dt_in = reinterpret_cast<const Act*>(p.tok.dt) + static_cast<int64_t>(t0) * p.tok.dt_stride + h;
-  auto token_delta = [&](int i) {
-    return make_delta(to_float(dt_in[static_cast<int64_t>(i) * p.tok.dt_stride]), p.layer.dt_bias, h, p.layer.dt_softplus);
+  const Act* const dt_in = reinterpret_cast<const Act*>(p.tok.dt) + static_cast<int64_t>(t0) * p.tok.dt_stride + h0;
+  auto token_delta = [&](int i, int hh) {
+    return make_delta(to_float(dt_in[static_cast<int64_t>(i) * p.tok.dt_stride + hh]), p.layer.dt_bias, h0 + hh,
+                      p.layer.dt_softplus);
   };
 
-  // Stage the hist ring entries (logical order), then the n window tokens.
+  // Stage the hist ring entries (logical order), then the n window tokens: B once (the group's),
+  // x and delta per head.
   const int n_ent = hist + n;
   const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
   stage_entries<Act, kThreads>(b_raw, N, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent, N,
                                p.entries_vec_aligned, tid);
-  stage_entries<Act, kThreads>(x_raw, p_chunk, EntryRows<Act>{ring_x + p0, P, x_in + p0, p.tok.x_stride, hist, start, R},
-                               n_ent, plen, x_vec, tid);
-  stage_ring_deltas<kThreads>(delta_s, ring_dt, hist, start, R, tid);
+  for (int hh = 0; hh < heads; ++hh) {
+    const int64_t h = h0 + hh;
+    stage_entries<Act, kThreads>(x_raw + hh * R * p_chunk, p_chunk,
+                                 EntryRows<Act>{ring_x + h * R * P + p0, P, x_in + hh * P + p0, p.tok.x_stride, hist, start, R},
+                                 n_ent, plen, x_vec, tid);
+    stage_ring_deltas<kThreads>(delta_s + hh * R, ring_dt + h * R, hist, start, R, tid);
+  }
+  // The heads' A and D travel with the entries: read after the barrier, their loads would open
+  // the weight pass and the outputs with a memory latency each.
+  if (tid < heads) {
+    cp_async4(a_s + tid, p.layer.A + h0 + tid);
+    if (p.layer.D != nullptr)
+      cp_async4(d_s + tid, p.layer.D + h0 + tid);
+    else
+      d_s[tid] = 0.f;
+  }
   cp_async_commit();
-  for (int i = tid; i < n; i += kThreads) delta_s[hist + i] = token_delta(i);
+  for (int e = tid; e < heads * kT; e += kThreads) {
+    const int hh = e / kT, i = e % kT;
+    if (i < n) delta_s[hh * R + hist + i] = token_delta(i, hh);
+  }
 
   // C of every window token for this lane's n indices (zero past n: those sums are never written).
   float c_reg[kT][KV][VE];
@@ -191,37 +223,43 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   // written with the outputs, from its staged copy. Nothing in this launch reads those positions:
   // history reads are at logical < hist, the window is staged from the inputs, and hist + n <= R
   // keeps the two apart.
-  {
-    if (chunk == 0) {
-      float* const rdt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
-      for (int i = tid; i < n; i += kThreads) rdt[ring_index_checked(start, hist + i, R)] = token_delta(i);
-      if (h % (H / G) == 0) {  // one head per group writes the group's B
-        Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
-        for (int e = tid; e < n * N; e += kThreads) {
-          const int i = e / N, nn = e % N;
-          rb[static_cast<int64_t>(ring_index_checked(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
-        }
+  if (chunk == 0) {
+    for (int e = tid; e < heads * kT; e += kThreads) {
+      const int hh = e / kT, i = e % kT;
+      if (i < n) ring_dt[static_cast<int64_t>(h0 + hh) * R + ring_index_checked(start, hist + i, R)] = token_delta(i, hh);
+    }
+    if (h0 % (H / G) == 0) {  // the CTA of the group's first head writes the group's B
+      Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+      for (int e = tid; e < n * N; e += kThreads) {
+        const int i = e / N, nn = e % N;
+        rb[static_cast<int64_t>(ring_index_checked(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
       }
     }
   }
   cp_async_wait<0>();
   __syncthreads();
 
-  // Decay weights (see the header comment), every exponent a sum over consecutive entries.
+  // Decay weights of each head (see the header comment), every exponent a sum over consecutive
+  // entries.
   const int e0 = flush ? hist : 0;
-  if (flush)
-    for (int j = tid; j < hist; j += kThreads) fold_w_s[j] = delta_s[j] * expf(A * sum_entries(delta_s, j + 1, hist));
-  const float c0 = flush ? expf(A * sum_entries(delta_s, 0, hist)) : 1.f;
-  for (int i = tid; i < n; i += kThreads) c1_s[i] = expf(A * sum_entries(delta_s, e0, hist + i + 1));
-
-  // The replay weights w_ik of the entries k >= e0 and every token i of the tile (zero where k is
-  // after token i's position hist + i, and for i >= n).
-  for (int e = tid; e < (n_ent - e0) * kT; e += kThreads) {
-    const int k = e0 + e / kT, i = e % kT, last = hist + i;  // window token i is entry hist + i
-    wbc_s[k * kT + i] = (i < n && k <= last) ? delta_s[k] * expf(A * sum_entries(delta_s, k + 1, last + 1)) : 0.f;
+  for (int hh = 0; hh < heads; ++hh) {
+    const float A = a_s[hh];
+    const float* const d = delta_s + hh * R;
+    if (flush)
+      for (int j = tid; j < hist; j += kThreads) fold_w_s[hh * R + j] = d[j] * expf(A * sum_entries(d, j + 1, hist));
+    if (tid == 0) c0_s[hh] = flush ? expf(A * sum_entries(d, 0, hist)) : 1.f;
+    for (int i = tid; i < n; i += kThreads) c1_s[hh * kT + i] = expf(A * sum_entries(d, e0, hist + i + 1));
+    // The replay weights w_ik of the entries k >= e0 and every token i of the tile (zero where k
+    // is after token i's position hist + i, and for i >= n).
+    float* const w = wbc_s + hh * R * kT;
+    for (int e = tid; e < (n_ent - e0) * kT; e += kThreads) {
+      const int k = e0 + e / kT, i = e % kT, last = hist + i;  // window token i is entry hist + i
+      w[k * kT + i] = (i < n && k <= last) ? d[k] * expf(A * sum_entries(d, k + 1, last + 1)) : 0.f;
+    }
   }
 
-  // B_k . C_i of the same entries and tokens: kRowsPerWarp entries per warp pass.
+  // B_k . C_i of the same entries and tokens (the group's: once for all heads): kRowsPerWarp
+  // entries per warp pass.
   for (int jb = e0 + warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
     const int j = jb + rw;
     float part[kT];
@@ -247,14 +285,18 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   }
   __syncthreads();
 
-  // The combined weights w_ik (B_k . C_i), read by the outputs after the stream.
-  for (int e = e0 * kT + tid; e < n_ent * kT; e += kThreads) wbc_s[e] *= bc_s[e];
+  // The combined weights w_ik (B_k . C_i) of each head, read by the outputs after the stream.
+  for (int hh = 0; hh < heads; ++hh)
+    for (int e = e0 * kT + tid; e < n_ent * kT; e += kThreads) wbc_s[hh * R * kT + e] *= bc_s[e];
 
-  // The fold's left factors s_j x_j[p] and its B_j in fp32 (flush rows: entries < e0, disjoint
-  // from the replayed ones).
+  // The fold's left factors s_j x_j[p] of every tile row (its head's weights) and its B_j in fp32
+  // (flush rows: entries < e0, disjoint from the replayed ones).
   if (flush) {
-    for (int pl = tid; pl < plen; pl += kThreads)
-      for (int j = 0; j < hist; ++j) x_s[pl * ldx + j] = fold_w_s[j] * to_float(x_raw[j * p_chunk + pl]);
+    for (int pl = tid; pl < tile_rows; pl += kThreads) {
+      const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
+      for (int j = 0; j < hist; ++j)
+        x_s[pl * ldx + j] = fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * p_chunk + pp]);
+    }
     if constexpr (kBCopy)
       for (int e = tid; e < hist * N / 4; e += kThreads) {
         float v[4];
@@ -268,7 +310,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
 
   const int n_upd = flush ? hist : 0;
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
-  const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
+  const int iters = (tile_rows + kRowsPerIter - 1) / kRowsPerIter;
   for (int it = 0; it < iters; ++it) {
     uint4 next[U][KV];
     if (it + 1 < iters) stream.load(it + 1, next);
@@ -277,6 +319,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
     if (n_upd == 0) {
       Stream::unpack(raw, acc);  // c0 = 1 (non-flush rows, or nothing to fold)
     } else {
+      float c0[U];  // each row's head's (an iteration may span both heads)
+#pragma unroll
+      for (int u = 0; u < U; ++u) c0[u] = c0_s[heads > 1 && stream.row_of(it, u) >= plen ? 1 : 0];
       Stream::unpack_scaled(raw, c0, acc);
       if constexpr (kBCopy)
         stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
@@ -309,7 +354,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
         for (int m = 0; m < L::template kept_sums<M>(); ++m) {
           const int u = (first_m + m) / kT, i = (first_m + m) % kT;
           const int pl = stream.row_of(it, u);
-          if (i < n && pl < plen) dot_s[i * p_chunk + pl] = part[m];
+          if (i < n && pl < tile_rows) dot_s[i * tile_rows + pl] = part[m];
         }
       }
     } else {
@@ -328,10 +373,10 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
         }
         L::template row_sums<kT>(part, lr);
         const int pl = stream.row_of(it, u);
-        if (holder && pl < plen) {
+        if (holder && pl < tile_rows) {
 #pragma unroll
           for (int m = 0; m < kKept; ++m)
-            if (first + m < n) dot_s[(first + m) * p_chunk + pl] = part[m];
+            if (first + m < n) dot_s[(first + m) * tile_rows + pl] = part[m];
         }
       }
     }
@@ -344,34 +389,38 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>()) mamba2_spec_
   __syncthreads();
 
   // Outputs: y_i[p] = c1_i (acc . C_i) + sum_{e0 <= k <= hist+i} w_ik (B_k . C_i) x_k[p] + D x_i[p],
-  // one p per thread and every token at once (one pass over the entries for all kT sums); the
-  // window's x goes to the ring alongside.
-  const float D = p.layer.D != nullptr ? p.layer.D[h] : 0.f;
-  const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + static_cast<int64_t>(t0) * p.tok.z_stride + h * P : nullptr;
-  Act* const out = reinterpret_cast<Act*>(p.tok.out) + static_cast<int64_t>(t0) * p.tok.out_stride + h * P;
-  Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P + p0;
+  // one tile row per thread and every token at once (one pass over the entries for all kT sums);
+  // the window's x goes to the ring alongside. Tile row pl is element h0 P + p0 + pl of a token's
+  // (H, P) output (heads > 1 only with p0 = 0 and plen = P).
+  const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + static_cast<int64_t>(t0) * p.tok.z_stride + h0 * P + p0 : nullptr;
+  Act* const out = reinterpret_cast<Act*>(p.tok.out) + static_cast<int64_t>(t0) * p.tok.out_stride + h0 * P + p0;
   int ring_pos[kT];
 #pragma unroll
   for (int i = 0; i < kT; ++i) ring_pos[i] = ring_index_checked(start, hist + min(i, n - 1), R);
-  for (int pl = tid; pl < plen; pl += kThreads) {
+  for (int pl = tid; pl < tile_rows; pl += kThreads) {
+    const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
+    const float* const w_h = wbc_s + hh * R * kT;
+    const Act* const x_h = x_raw + hh * R * p_chunk;
     float ht[kT];
 #pragma unroll
     for (int i = 0; i < kT; ++i) ht[i] = 0.f;
     for (int k = e0; k < n_ent; ++k) {
       float w[kT];
-      load_smem_row<kT>(wbc_s + k * kT, w);
-      const float xk = to_float(x_raw[k * p_chunk + pl]);
+      load_smem_row<kT>(w_h + k * kT, w);
+      const float xk = to_float(x_h[k * p_chunk + pp]);
 #pragma unroll
       for (int i = 0; i < kT; ++i) ht[i] = fmaf(w[i], xk, ht[i]);
     }
+    const float D = d_s[hh];
+    Act* const rx = ring_x + static_cast<int64_t>(h0 + hh) * R * P + p0 + pp;
 #pragma unroll
     for (int i = 0; i < kT; ++i) {
       if (i < n) {
-        const Act x_tok = x_raw[(hist + i) * p_chunk + pl];
-        float y = c1_s[i] * dot_s[i * p_chunk + pl] + ht[i] + D * to_float(x_tok);
-        if (z_in != nullptr) y = gate(y, to_float(z_in[static_cast<int64_t>(i) * p.tok.z_stride + p0 + pl]));
-        out[static_cast<int64_t>(i) * p.tok.out_stride + p0 + pl] = from_float<Act>(y);
-        rx[static_cast<int64_t>(ring_pos[i]) * P + pl] = x_tok;
+        const Act x_tok = x_h[(hist + i) * p_chunk + pp];
+        float y = c1_s[hh * kT + i] * dot_s[i * tile_rows + pl] + ht[i] + D * to_float(x_tok);
+        if (z_in != nullptr) y = gate(y, to_float(z_in[static_cast<int64_t>(i) * p.tok.z_stride + pl]));
+        out[static_cast<int64_t>(i) * p.tok.out_stride + pl] = from_float<Act>(y);
+        rx[static_cast<int64_t>(ring_pos[i]) * P] = x_tok;
       }
     }
   }

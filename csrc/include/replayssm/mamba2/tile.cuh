@@ -297,6 +297,19 @@ struct TileStream {
     }
   }
 
+  // acc = c0[u] * raw, a scale per row.
+  __device__ __forceinline__ static void unpack_scaled(const uint4 (&raw)[U][KV], const float (&c0)[U],
+                                                       float (&acc)[U][KV][VE]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k) {
+        V::unpack(raw[u][k], acc[u][k]);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[u][k][e] *= c0[u];
+      }
+  }
+
   // The rows of iteration it back to the state, in its dtype.
   __device__ __forceinline__ void store(int it, const float (&acc)[U][KV][VE]) const {
 #pragma unroll
