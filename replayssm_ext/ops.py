@@ -167,6 +167,11 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     ``hist .. hist+n-1``), ``out``. Rollback of rejected drafts is :func:`commit` with the accepted
     count: nothing is copied. See docs/contract.md, "Ops".
 
+    On CUDA the kernel streams two heads of a group per CTA at serving batch sizes (even heads per
+    group); the environment variable ``REPLAYSSM_M2_SPEC_HEADS`` (``1`` or ``2``, read at every
+    launch) overrides that choice for measurements and tests, and ``2`` raises where the heads per
+    group are odd. Results agree up to rounding either way.
+
     Returns ``out``.
     """
     op = "mamba2_spec_verify"
