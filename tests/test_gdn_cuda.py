@@ -51,6 +51,26 @@ def _aligned_pages(monkeypatch):
     monkeypatch.setattr(helpers, "alloc_per_slot", _aligned_alloc_per_slot)
 
 
+MAX_PAIR_TOKENS = 2  # spec windows built with v-head pairs (kMaxPairTokens in gdn/spec_kernel.cuh)
+
+
+@pytest.fixture(params=["launcher", "pairs"])
+def spec_heads(request, monkeypatch):
+    """V-heads per spec-verify CTA on CUDA: the launcher's choice (one head at these test batches:
+    pairs need two waves of CTAs) or the two v-heads of a k-head forced with
+    REPLAYSSM_GDN_SPEC_HEADS=2 (read at every launch). Pairs exist for windows of up to
+    MAX_PAIR_TOKENS tokens; the CPU op has no such choice. Those "pairs" variants are skipped."""
+    if request.param == "pairs":
+        if request.getfixturevalue("device") != "cuda":
+            pytest.skip("v-head pairs are a CUDA launch choice")
+        if request.node.callspec.params["T"] > MAX_PAIR_TOKENS:
+            pytest.skip(f"v-head pairs are built for windows of up to {MAX_PAIR_TOKENS} tokens")
+        monkeypatch.setenv("REPLAYSSM_GDN_SPEC_HEADS", "2")
+    else:
+        monkeypatch.delenv("REPLAYSSM_GDN_SPEC_HEADS", raising=False)
+    return request.param
+
+
 @pytest.mark.parametrize("device", cuda_only("gdn_decode"))
 def test_decode_rejects_misaligned_pages(device):
     a = _decode_args(device)
@@ -387,7 +407,7 @@ SPEC_BT = [(Bcap, T) for Bcap in (8, 16, 32) for T in (1, 2, 4, 8)]
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("T,state,act", [(4, "fp32", "bf16"), (8, "fp32", "fp32"), (2, "fp16", "fp16"),
                                          (1, "bf16", "bf16")])
-def test_spec_long_run(device, T, state, act):
+def test_spec_long_run(device, T, state, act, spec_heads):
     """Over 200 steps of random windows (n in 1..T per row) and random acceptance, mixed flush
     phases, padding, replacements and folds on demand."""
     cfg = SimConfig(mode="spec", Bcap=16, T=T, ring_extra=T % 3, rows=16, spare_slots=3, steps=220, state=state,
@@ -400,7 +420,7 @@ def test_spec_long_run(device, T, state, act):
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("Bcap,T", SPEC_BT)
-def test_spec_sweep(device, Bcap, T):
+def test_spec_sweep(device, Bcap, T, spec_heads):
     i = SPEC_BT.index((Bcap, T))
     state, act = PRECISIONS[i % len(PRECISIONS)]
     cfg = SimConfig(mode="spec", Bcap=Bcap, T=T, ring_extra=i % 3, rows=8, spare_slots=2,
@@ -418,7 +438,9 @@ def test_spec_sweep(device, Bcap, T):
     (WIDE, 4, 3, "fp16", "fp16"),
     (WIDE, 3, 4, "fp32", "bf16"),     # the tensor-core fold at K = 256: 8-row chunks (half an m16 tile)
 ])
-def test_spec_geometries(device, geo, rows, T, state, act):
+def test_spec_geometries(device, geo, rows, T, state, act, spec_heads):
+    if spec_heads == "pairs" and (geo.HV // geo.H) % 2:
+        pytest.skip("one v-head per k-head: no pairs")
     cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(16, T, rows),
                     state=state, act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.02, pad_prob=0.1,
                     device=device, seed=1300 + rows + T)
@@ -427,8 +449,9 @@ def test_spec_geometries(device, geo, rows, T, state, act):
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("use_dt_bias,qk_l2norm", [(False, False), (True, False), (False, True)])
-def test_spec_options(device, use_dt_bias, qk_l2norm):
-    cfg = SimConfig(mode="spec", Bcap=8, T=4, rows=4, steps=steps_for_cycles(8, 4, 4), state="fp32", act="fp32",
+@pytest.mark.parametrize("T", [2, 4])
+def test_spec_options(device, use_dt_bias, qk_l2norm, T, spec_heads):
+    cfg = SimConfig(mode="spec", Bcap=8, T=T, rows=4, steps=steps_for_cycles(8, T, 4), state="fp32", act="fp32",
                     paged=False, device=device, seed=1400 + 2 * use_dt_bias + qk_l2norm)
     run_checked(GDN(SMALL, use_dt_bias=use_dt_bias, qk_l2norm=qk_l2norm, scale=0.3), cfg)
 
@@ -458,7 +481,7 @@ def test_spec_teeth_corrupted_history_fails(device, ring_name):
 
 @pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
 @pytest.mark.parametrize("T", [1, 4, 8])
-def test_spec_matches_cpu_op(device, T):
+def test_spec_matches_cpu_op(device, T, spec_heads):
     """One gdn_spec_verify call on the same fp32 inputs through the CPU op and the CUDA op, rows at
     every cursor phase (flush and not, windows wrapping the ring end): exactly the same entries
     change (ring positions, the flush rows' checkpoints, the live rows' outputs), cursors are not
@@ -511,13 +534,14 @@ def test_spec_matches_cpu_op(device, T):
 
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
-def test_spec_cuda_graph_matches_eager(device):
+@pytest.mark.parametrize("T", [2, 4])
+def test_spec_cuda_graph_matches_eager(device, T, spec_heads):
     """One gdn_spec_verify captured in a graph and replayed over several flush cycles (new tokens
     and acceptances copied into the static inputs, commit between replays) gives bit-identical
     outputs, checkpoint, rings and cursors to the same calls made eagerly."""
-    g, Bcap, T, num_slots = QWEN4B, 8, 4, 9
+    g, Bcap, num_slots = QWEN4B, 8, 9
     R = Bcap + T
-    ns = [3, 1, 4, 2, 4, 1]
+    ns = [min(n, T) for n in (3, 1, 4, 2, 4, 1)]
     batch, L = len(ns), sum(ns)
     gen = torch.Generator().manual_seed(17)
     rnd = lambda *s, dt=torch.bfloat16: torch.randn(*s, generator=gen).to(dt).to(device)  # noqa: E731
@@ -585,6 +609,27 @@ def test_spec_cuda_graph_matches_eager(device):
         for n in cur_e:
             assert torch.equal(cur_g[n], cur_e[n])
     assert flush_steps >= 2 * 5, f"test setup: only {flush_steps} flush rows"
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_heads_override_errors(device, monkeypatch):
+    """REPLAYSSM_GDN_SPEC_HEADS: pairs need an even number of v-heads per k-head and a window of at
+    most MAX_PAIR_TOKENS tokens, and only 1 or 2 are values; each error names the variable and the
+    launch writes nothing."""
+    for g, T, value, message in (
+            (GDNGeo(H=2, HV=2, K=64, V=64), 2, "2", "needs an even number of v-heads per k-head"),
+            (SMALL, MAX_PAIR_TOKENS + 1, "2", r"built for windows of up to 2 tokens \(max_tokens <= 2\)"),
+            (SMALL, 8, "2", "built for windows of up to 2 tokens"),
+            (SMALL, 2, "3", "must be 1 or 2"),
+            (SMALL, 4, "3", "must be 1 or 2")):
+        args = _spec_args(device, g=g, T=T)
+        before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+        monkeypatch.setenv("REPLAYSSM_GDN_SPEC_HEADS", value)
+        with pytest.raises(RuntimeError, match=f"gdn_spec_verify: .*REPLAYSSM_GDN_SPEC_HEADS.*{message}"):
+            torch.ops.replayssm.gdn_spec_verify(**args)
+        torch.cuda.synchronize()
+        for k, v in before.items():
+            assert torch.equal(args[k], v), f"{k} was written"
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_decode", "gdn_spec_verify"))

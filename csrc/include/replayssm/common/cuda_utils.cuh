@@ -11,4 +11,17 @@ inline const char* launch_status() {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// SM count of the current device (cached per device). Only launch shapes depend on it, so a
+// failed query falls back to an H200's 132 rather than failing the launch.
+inline int num_sms() {
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
+  if (dev < 64 && cached[dev] > 0) return cached[dev];
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
+  if (dev < 64) cached[dev] = sms;
+  return sms;
+}
+
 }  // namespace replayssm

@@ -15,8 +15,7 @@ namespace replayssm::gdn {
 // split along V so it still fills the GPU), each warp keeping at least one row group.
 inline int pick_tiles(const GdnParams& p, int rows_per_warp) {
   const int max_tiles = p.V / (rows_per_warp * kWarps) > 0 ? p.V / (rows_per_warp * kWarps) : 1;
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int sms = num_sms();
   const int64_t heads = static_cast<int64_t>(p.batch) * p.HV;
   int tiles = 1;
   while (tiles < max_tiles && heads * tiles < 2 * static_cast<int64_t>(sms)) tiles *= 2;
@@ -39,7 +38,7 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
 // launch.
 template <typename Kernel>
 const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_rows, size_t bytes,
-                         cudaStream_t stream, const char* too_large) {
+                         cudaStream_t stream, const char* too_large, int heads = 1) {
   if (bytes > 48 * 1024) {
     int dev = 0, optin = 0;
     cudaGetDevice(&dev);
@@ -52,7 +51,8 @@ const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_
   // Grid (tiles, HV, batch): the kernels read their indices without dividing. The ops check batch
   // and HV against the 65535 limit of the y and z extents with the actual values.
   if (p.batch > 65535 || p.HV > 65535) return "batch or HV exceeds the CUDA grid limit of 65535";
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.batch));
+  // heads: v-heads per CTA (the window kernel's kHeads; HV is a multiple of it).
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(p.HV / heads), static_cast<unsigned>(p.batch));
   kernel<<<grid, kThreads, bytes, stream>>>(p, tiles, tile_rows);
   return launch_status();
 }

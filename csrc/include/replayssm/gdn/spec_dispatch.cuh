@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "replayssm/common/cuda_utils.cuh"
+#include "replayssm/common/heads_per_cta.cuh"
 #include "replayssm/gdn/dispatch.cuh"
 #include "replayssm/gdn/params.h"
 #include "replayssm/gdn/spec_kernel.cuh"
@@ -18,16 +19,42 @@ struct WindowLauncher {
   static const char* launch(const GdnParams& p, cudaStream_t stream) {
     constexpr int kRowsPerWarp = 32 / (K / 16);
     constexpr bool kSpec = WM == WindowMode::kSpecVerify;
+    constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
+    const int T = kSpec ? kT : p.max_tokens;
+    auto smem_bytes = [&](int tile_rows, int heads) {
+      return window_smem(kSpec, kTensorCores, p.ring_len, T, tile_rows, K, static_cast<int>(sizeof(ST)),
+                         static_cast<int>(sizeof(AT)), heads)
+                 .total *
+             static_cast<int>(sizeof(float));
+    };
     int tiles = 0, tile_rows = 0;
     if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
-    const WindowSmem lay = window_smem(kSpec, kWindowTensorCores<WM, kT, ST, AT>, p.ring_len, kSpec ? kT : p.max_tokens, tile_rows, K,
-                                       static_cast<int>(sizeof(ST)), static_cast<int>(sizeof(AT)));
-    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT>, p, tiles, tile_rows,
-                        static_cast<size_t>(lay.total) * sizeof(float), stream,
-                        kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
-                                "exceed the shared memory of the device"
-                              : "max_tokens too large: the window and state tiles of one CTA exceed the shared memory "
-                                "of the device");
+    // V-heads per CTA: pairs of one k-head share q, k, their products and the history's k_j.
+    // Spec verify, H200, batch 256, B = 16, one build, one head vs pairs: Qwen3.5-4B T = 2 251.2 ->
+    // 234.4 us, T = 1 175.2 -> 177.8; Qwen3.5-122B T = 2 484.8 -> 447.7, T = 1 336.4 -> 328.5.
+    int heads = 1;
+    if constexpr (kSpec) {
+      constexpr bool kPairsBuilt = kT <= kMaxPairTokens;
+      const HeadPairing pairing{
+          "REPLAYSSM_GDN_SPEC_HEADS", "REPLAYSSM_GDN_SPEC_HEADS must be 1 or 2",
+          "REPLAYSSM_GDN_SPEC_HEADS=2 needs an even number of v-heads per k-head (HV / H)", (p.HV / p.H) % 2 == 0,
+          tiles == 1, static_cast<int64_t>(p.batch) * (p.HV / 2), kWindowMinCtas,
+          kPairsBuilt ? nullptr
+                      : "REPLAYSSM_GDN_SPEC_HEADS=2 is built for windows of up to 2 tokens (max_tokens <= 2): "
+                        "longer windows fit fewer pair CTAs per SM"};
+      if (const char* err = heads_per_cta(pairing, [&](int h) { return smem_bytes(p.V, h); }, &heads)) return err;
+      if (heads > 1) tiles = 1, tile_rows = p.V;  // pairs of whole heads
+    }
+    const size_t bytes = static_cast<size_t>(smem_bytes(tile_rows, heads));
+    const char* too_large = kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
+                                    "exceed the shared memory of the device"
+                                  : "max_tokens too large: the window and state tiles of one CTA exceed the shared "
+                                    "memory of the device";
+    if constexpr (kSpec && kT <= kMaxPairTokens) {
+      if (heads == 2)
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 2>, p, tiles, tile_rows, bytes, stream, too_large, 2);
+    }
+    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1>, p, tiles, tile_rows, bytes, stream, too_large);
   }
 
   template <int K, typename ST, typename AT>

@@ -65,26 +65,31 @@ template <WindowMode WM, int kT, typename ST, typename AT>
 constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && kT >= 4 && std::is_same_v<ST, float> &&
                                     std::is_same_v<AT, __nv_bfloat16>;
 
+// heads: v-heads per CTA (1, or 2 of one k-head with whole V: kHeads of gdn_window_kernel). The
+// sections marked "per head" repeat for each; "rows" is heads * tile_rows, the CTA's state rows.
 __host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, int ring_len, int T, int tile_rows,
-                                                  int K, int state_bytes, int act_bytes) {
+                                                  int K, int state_bytes, int act_bytes, int heads = 1) {
   const int R = spec ? ring_len : 0;
   const int TT = round4(T * T);
+  const int rows = heads * tile_rows;
   WindowSmem s{};
   int at = kWindowStages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
   s.ring_k_raw = at, at += round4(R * K * act_bytes / 4);          // history k_j as stored (act)
-  s.ring_u_raw = at, at += round4(R * tile_rows * act_bytes / 4);  // history u_j[tile rows] (act)
-  s.ring_g = at, at += round4(R);                                  // history g_j
-  s.weight = at, at += round4(R);                                  // e^(Gh - Gh_j)
+  s.ring_u_raw = at, at += round4(R * rows * act_bytes / 4);       // per head: history u_j[tile rows] (act)
+  s.ring_g = at, at += heads * round4(R);                          // per head: history g_j
+  s.weight = at, at += heads * round4(R);                          // per head: e^(Gh - Gh_j)
   s.coef_k = at, at += round4(R * T);                              // [j][i] k_j . k̂_i
   s.coef_q = at, at += round4(R * T);                              // [j][i] k_j . q̂_i
   s.win_k = at, at += T * K;                                       // [i][K] k̂_i (fp32)
   s.win_q = at, at += T * K;                                       // [i][K] q̂_i (fp32)
-  s.win_v = at, at += round4(T * tile_rows);                       // [i][tile rows] v_i
-  s.sk = at, at += round4(T * tile_rows);  // spec: [i][rows] S_base k̂_i; snapshot: y_i
-  s.sq = at, at += spec ? round4(T * tile_rows) : 0;               // spec: [i][rows] S_base q̂_i
-  s.tok = at, at += 4 * round4(T);   // per token: g, beta, e^g, e^G (window-local inclusive)
-  s.pair = at, at += 5 * TT;         // [i][j]: e^(G_i - G_j), k̂_i.k̂_j, k̂_j.q̂_i, A, e^(G_i-G_j) k̂_j.q̂_i
-  s.scalars = at, at += 4;           // [0] = e^Gh
+  s.win_v = at, at += round4(T * rows);                            // [i][rows] v_i
+  s.sk = at, at += round4(T * rows);  // spec: [i][rows] S_base k̂_i; snapshot: y_i
+  s.sq = at, at += spec ? round4(T * rows) : 0;                    // spec: [i][rows] S_base q̂_i
+  s.tok = at, at += heads * 4 * round4(T);  // per head, per token: g, beta, e^g, e^G (window-local inclusive)
+  // Per head [i][j]: e^(G_i - G_j), k̂_i.k̂_j, k̂_j.q̂_i, A, e^(G_i-G_j) k̂_j.q̂_i (the dot products are
+  // the k-head's: head 0's sections hold them).
+  s.pair = at, at += heads * 5 * TT;
+  s.scalars = at, at += 4;  // [hh] = e^Gh of head hh
   s.target = at, at += round4(T);    // snapshot slots (int32)
   // Tensor cores: 16 zero bytes (the fold's ring rows past the history) and two chunks' partial
   // window products per warp (WindowMma::part_floats; ping-pong, so summing chunk c - 1 needs no
@@ -110,10 +115,26 @@ inline int spec_window_tile(int max_tokens) {
 // cores) the 2 kT dot products of a state row are one unrolled pass whose sums reduce together (LaneSums):
 // measured with ncu (Qwen3.5-4B, T = 4, non-flush), the per-token loop with its own dependent FMA
 // chains and two 3-shuffle group sums per token held ~half of the kernel's stall samples.
-template <WindowMode WM, int kT, int K, typename ST, typename AT>
-__global__ void __launch_bounds__(kThreads, 4)
+//
+// kHeads: v-heads per CTA. 2 (spec verify only) takes the two v-heads hv0, hv0 + 1 of one k-head
+// with their whole V (tile_rows == V, one tile): q̂ / k̂ and their norms, the window's k̂.k̂ and
+// k̂.q̂ products, the history's k_j staging and dot products and the ring's k̂ write are paid once
+// for both, and the stream is their 2V contiguous state rows (v-heads are adjacent in the state);
+// the gates, decays, solve matrices, history weights, ring u and v stay per head. A stage chunk
+// never straddles the two heads (rows_per_stage divides V).
+// CTAs per SM the window kernel is built for (its register bound).
+constexpr int kWindowMinCtas = 4;
+// Spec windows (kT) built with v-head pairs: a pair's extra shared memory fits fewer CTAs per SM
+// from T = 4 on at K = 128 with an fp32 checkpoint (4 -> 3 at T = 4, 3 -> 2 at T = 8), and there it
+// measured no gain (T = 4) or a loss (T = 8: 10 %), so those instances are not compiled.
+constexpr int kMaxPairTokens = 2;
+
+template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1>
+__global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
+  static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
+                "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");
   constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
                 "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
@@ -137,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 
   // Grid (tiles, HV, batch) (launch_tiled): no index divisions before the slot read.
   const int tile = blockIdx.x;
-  const int hv = blockIdx.y;
+  const int hv0 = blockIdx.y * kHeads;  // this CTA's first v-head
   const int row = blockIdx.z;
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
@@ -146,9 +167,10 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int n = p.cu_seqlens[row + 1] - tok0;
   // Outside the contract (only a caller bug produces it; checking would need a host sync): skipped.
   if (n < 1 || n > p.max_tokens || n > T) return;
-  const int h = hv / (p.HV / p.H);
+  const int h = hv0 / (p.HV / p.H);
   const int R = p.ring_len;
   const int V = p.V;
+  const int rows = kHeads * tile_rows;  // the CTA's state rows: tile_rows of each head
 
   int nh = 0, start = 0;  // history length and ring start (spec)
   bool fold = false;
@@ -177,11 +199,12 @@ __global__ void __launch_bounds__(kThreads, 4)
   };
 
   const int v0 = tile * tile_rows;
-  const int64_t head_off = static_cast<int64_t>(hv) * V * K;
+  const int64_t head_off = static_cast<int64_t>(hv0) * V * K;
   ST* const state_head = static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + head_off;
   extern __shared__ __align__(16) float smem[];
   const int rows_per_stage = stage_rows(tile_rows, K, static_cast<int>(sizeof(ST)));
-  const int num_chunks = tile_rows / rows_per_stage;
+  const int chunks_per_head = tile_rows / rows_per_stage;
+  const int num_chunks = kHeads * chunks_per_head;
   const int groups_per_stage = rows_per_stage / kRowsPerWarp;
   ST* const stage_base = reinterpret_cast<ST*>(smem);
   // Chunk c of the tile into buffer c % kWindowStages; every thread commits a group, empty or not, so
@@ -202,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     cp_async_commit();
   };
   const WindowSmem lay = window_smem(kSpec, kTensorCores, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                                     static_cast<int>(sizeof(AT)));
+                                     static_cast<int>(sizeof(AT)), kHeads);
   AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
   AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
   float* const s_ring_g = smem + lay.ring_g;
@@ -215,14 +238,19 @@ __global__ void __launch_bounds__(kThreads, 4)
   float* const s_sk = smem + lay.sk;
   float* const s_sq = smem + lay.sq;
   const int T4 = round4(T);
+  const int R4 = round4(R);
+  // Per head hh: the token section at + hh * tok_step, the pair section at + hh * pair_step, the
+  // history g and weights at + hh * R4, ring u at + hh * R * tile_rows.
+  const int tok_step = 4 * T4;
   float* const s_g = smem + lay.tok;
   float* const s_beta = s_g + T4;
   float* const s_eg = s_beta + T4;       // e^g_i
   float* const s_eG = s_eg + T4;         // e^G_i
   const int TT = round4(T * T);
+  const int pair_step = 5 * TT;
   float* const s_decay = smem + lay.pair;  // [i * T + j] e^(G_i - G_j), j <= i
-  float* const s_kk = s_decay + TT;        // [i * T + j] k̂_i . k̂_j, j < i
-  float* const s_kq = s_kk + TT;           // [i * T + j] k̂_j . q̂_i, j <= i
+  float* const s_kk = s_decay + TT;        // [i * T + j] k̂_i . k̂_j, j < i (the k-head's: head 0)
+  float* const s_kq = s_kk + TT;           // [i * T + j] k̂_j . q̂_i, j <= i (the k-head's: head 0)
   float* const s_amat = s_kq + TT;         // [i * T + j] A[i, j], j < i
   float* const s_dmat = s_amat + TT;       // [i * T + j] e^(G_i - G_j) k̂_j . q̂_i, j <= i
   float* const s_scalars = smem + lay.scalars;
@@ -257,21 +285,27 @@ __global__ void __launch_bounds__(kThreads, 4)
   if constexpr (kSpec) {
     const AT* ring_k = static_cast<const AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                        static_cast<int64_t>(h) * R * K;
-    const AT* ring_u = static_cast<const AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
-                       static_cast<int64_t>(hv) * R * V + v0;
-    const float* ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
     constexpr int kPer16 = 16 / static_cast<int>(sizeof(AT));
     const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
     for (int i = threadIdx.x; i < nh * k_pieces; i += kThreads) {
       const int j = i / k_pieces, c = i % k_pieces;
       cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index_checked(start, j, R)) * K + c * kPer16);
     }
-    for (int i = threadIdx.x; i < nh * u_pieces; i += kThreads) {
-      const int j = i / u_pieces, c = i % u_pieces;
-      cp_async16(s_ring_u_raw + j * tile_rows + c * kPer16,
-                 ring_u + static_cast<int64_t>(ring_index_checked(start, j, R)) * V + c * kPer16);
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+      const AT* ring_u = static_cast<const AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
+                         static_cast<int64_t>(hv0 + hh) * R * V + v0;
+      const float* ring_g =
+          p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv0 + hh) * R;
+      AT* const dst_u = s_ring_u_raw + hh * R * tile_rows;
+      for (int i = threadIdx.x; i < nh * u_pieces; i += kThreads) {
+        const int j = i / u_pieces, c = i % u_pieces;
+        cp_async16(dst_u + j * tile_rows + c * kPer16,
+                   ring_u + static_cast<int64_t>(ring_index_checked(start, j, R)) * V + c * kPer16);
+      }
+      for (int j = threadIdx.x; j < nh; j += kThreads)
+        cp_async4(s_ring_g + hh * R4 + j, ring_g + ring_index_checked(start, j, R));
     }
-    for (int j = threadIdx.x; j < nh; j += kThreads) cp_async4(s_ring_g + j, ring_g + ring_index_checked(start, j, R));
   }
   cp_async_commit();
 #pragma unroll
@@ -306,40 +340,48 @@ __global__ void __launch_bounds__(kThreads, 4)
   if constexpr (kSpec)  // window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing
     for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
   // Gates, and the snapshot targets.
-  for (int i = threadIdx.x; i < n; i += kThreads) {
+  for (int idx = threadIdx.x; idx < kHeads * n; idx += kThreads) {
+    const int hh = kHeads > 1 && idx >= n ? 1 : 0, i = idx - hh * n;
+    const int hv = hv0 + hh;
     const int64_t tok = tok0 + i;
     const float a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv]);
     const float b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv]);
     const float g = token_log_decay(p, hv, a_in);
-    s_g[i] = g;
-    s_beta[i] = token_beta(b_in);
-    s_eg[i] = expf(g);
+    s_g[hh * tok_step + i] = g;
+    s_beta[hh * tok_step + i] = token_beta(b_in);
+    s_eg[hh * tok_step + i] = expf(g);
     if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
   }
-  for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads)
+  // v of the CTA's rows: row vl is element hv0 V + v0 + vl of a token's (HV, V) v (the heads are
+  // adjacent; kHeads == 2 only with v0 = 0 and tile_rows = V).
+  for (int vl = threadIdx.x; vl < rows; vl += kThreads)
     for (int i = 0; i < n; ++i)
-      s_win_v[i * tile_rows + vl] = Elem<AT>::to_f32(
-          static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv) * V + v0 + vl]);
+      s_win_v[i * rows + vl] = Elem<AT>::to_f32(
+          static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl]);
   cp_async_wait<kWindowStages - 1>();  // group 0: the ring entries
   __syncthreads();
 
-  float eGh = 1.f;
   if constexpr (kSpec) {
-    // Window decays from direct partial sums of g (not differences of the cumsum).
-    for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
-      const int i = idx / n, j = idx % n;
-      if (j <= i) {
+    // Window decays of each head from direct partial sums of g (not differences of the cumsum).
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+      const float* const g_h = s_g + hh * tok_step;
+      for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
+        const int i = idx / n, j = idx % n;
+        if (j <= i) {
+          float sum = 0.f;
+          for (int l = j + 1; l <= i; ++l) sum += g_h[l];
+          s_decay[hh * pair_step + i * T + j] = expf(sum);
+        }
+      }
+      for (int i = threadIdx.x; i < n; i += kThreads) {
         float sum = 0.f;
-        for (int l = j + 1; l <= i; ++l) sum += s_g[l];
-        s_decay[i * T + j] = expf(sum);
+        for (int l = 0; l <= i; ++l) sum += g_h[l];
+        s_eG[hh * tok_step + i] = expf(sum);
       }
     }
-    for (int i = threadIdx.x; i < n; i += kThreads) {
-      float sum = 0.f;
-      for (int l = 0; l <= i; ++l) sum += s_g[l];
-      s_eG[i] = expf(sum);
-    }
-    if (warp == 0) history_weights(nh, lane, s_ring_g, s_weight, &s_scalars[0]);  // e^(Gh - Gh_j), e^Gh
+    if (warp < kHeads)  // e^(Gh - Gh_j) and e^Gh of head `warp`
+      history_weights(nh, lane, s_ring_g + warp * R4, s_weight + warp * R4, &s_scalars[warp]);
     // Window dot products, one row group per pair (i, j), j <= i; warp-uniform trip count, as the
     // group sums need every lane of the warp.
     for (int pb = warp * kRowsPerWarp; pb < n * n; pb += kGroupsPerCta) {
@@ -377,24 +419,31 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     __syncthreads();
-    eGh = s_scalars[0];
 
-    // The solve's matrices, and the history terms per tile row (non-flush rows). The state stream's first barrier publishes them.
-    for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
-      const int i = idx / n, j = idx % n;
-      if (j < i) s_amat[i * T + j] = s_beta[i] * s_decay[i * T + j] * s_kk[i * T + j];
-      if (j <= i) s_dmat[i * T + j] = s_decay[i * T + j] * s_kq[i * T + j];
+    // The solve's matrices of each head, and the history terms per tile row (non-flush rows). The
+    // state stream's first barrier publishes them.
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+      const int ps = hh * pair_step;
+      for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
+        const int i = idx / n, j = idx % n;
+        if (j < i) s_amat[ps + i * T + j] = s_beta[hh * tok_step + i] * s_decay[ps + i * T + j] * s_kk[i * T + j];
+        if (j <= i) s_dmat[ps + i * T + j] = s_decay[ps + i * T + j] * s_kq[i * T + j];
+      }
     }
-    // One tile row per thread and every token at once: one pass over the history for all kT
+    // One CTA row per thread and every token at once: one pass over the history for all kT
     // sums (rows of coef_k / coef_q are kT contiguous floats; entries i >= n are never written and
     // their sums are dropped).
     if (!fold) {
-      for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
+      for (int vl = threadIdx.x; vl < rows; vl += kThreads) {
+        const int hh = kHeads > 1 && vl >= tile_rows ? 1 : 0, vh = vl - hh * tile_rows;
+        const float* const w_h = s_weight + hh * R4;
+        const AT* const u_h = s_ring_u_raw + hh * R * tile_rows;
         float hk[kT], hq[kT];
 #pragma unroll
         for (int i = 0; i < kT; ++i) hk[i] = 0.f, hq[i] = 0.f;
         for (int j = 0; j < nh; ++j) {
-          const float wu = s_weight[j] * Elem<AT>::to_f32(s_ring_u_raw[j * tile_rows + vl]);
+          const float wu = w_h[j] * Elem<AT>::to_f32(u_h[j * tile_rows + vh]);
           float ck[kT], cq[kT];
           load_smem_row<kT>(s_coef_k + j * kT, ck);
           load_smem_row<kT>(s_coef_q + j * kT, cq);
@@ -403,13 +452,15 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
 #pragma unroll
         for (int i = 0; i < kT; ++i)
-          if (i < n) s_sk[i * tile_rows + vl] = hk[i], s_sq[i * tile_rows + vl] = hq[i];
+          if (i < n) s_sk[i * rows + vl] = hk[i], s_sq[i * rows + vl] = hq[i];
       }
     }
   }
 
   // ---- the state stream: chunk c waits for its cp.async group, the barrier publishes it (and
-  // frees the buffer of chunk c - 1, which chunk c + kWindowStages - 1 then refills).
+  // frees the buffer of chunk c - 1, which chunk c + kWindowStages - 1 then refills). Chunk c
+  // belongs to head chunk_head(c); its fold and S_base use that head's e^Gh, weights and ring u.
+  auto chunk_head = [&](int c) { return kHeads > 1 && c >= chunks_per_head ? 1 : 0; };
   if constexpr (kTensorCores) {
     using Mma = WindowMma<K, kDots>;
     const int part_size = Mma::part_floats(rows_per_stage);
@@ -424,12 +475,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     const int fin_m = threadIdx.x / rows_per_stage, fin_step = kThreads / rows_per_stage;
     auto finish_chunk = [&](int c, bool folding) {
       const float* part = s_part + (c & 1) * part_size;
+      const float eGh = s_scalars[chunk_head(c)];
       for (int m = fin_m; m < kDots; m += fin_step) {
         const int r = fin_row;
         const int i = m % kT;
         if (i < n) {
           const float x = Mma::total(part, rows_per_stage, r, m);
-          float* const dst = (m >= kT ? s_sq : s_sk) + i * tile_rows + c * rows_per_stage + r;
+          float* const dst = (m >= kT ? s_sq : s_sk) + i * rows + c * rows_per_stage + r;
           *dst = folding ? x : eGh * x + *dst;
         }
       }
@@ -444,8 +496,11 @@ __global__ void __launch_bounds__(kThreads, 4)
         if (chunk > 0) finish_chunk(chunk - 1, folding);
         float* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
         if (folding) {
-          fold_chunk_mma<K, float>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
-                                   s_ring_u_raw, tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_zeros));
+          const int hh = chunk_head(chunk);
+          fold_chunk_mma<K, float>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage,
+                                   s_scalars[hh], nh, s_weight + hh * R4, s_ring_k_raw,
+                                   s_ring_u_raw + hh * R * tile_rows, tile_rows,
+                                   reinterpret_cast<const __nv_bfloat16*>(s_zeros));
           __syncthreads();  // the stores and the products below read other warps' columns
           // The folded chunk is the new checkpoint (the only state write of a verify step).
           for (int gi = warp; gi < groups_per_stage; gi += kWarps) {
@@ -472,17 +527,19 @@ __global__ void __launch_bounds__(kThreads, 4)
       __syncthreads();
       issue_chunk(chunk + kWindowStages - 1);
       ST* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
+      const int hh = chunk_head(chunk);
+      const float eGh = kSpec ? s_scalars[hh] : 1.f;
       if (kSpec && fold) {
         // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory, on the CUDA
         // cores. With bf16 activations and T <= 2 the tensor-core fold is possible but measured
         // slower (Qwen3.5-4B, batch 256: T = 1 199 vs 182 µs, with its registers in this loop).
-        fold_chunk_fma<K, ST, AT>(buf, chunk * rows_per_stage, rows_per_stage, eGh, nh, s_weight, s_ring_k_raw,
-                                  s_ring_u_raw, tile_rows);
+        fold_chunk_fma<K, ST, AT>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage, eGh, nh,
+                                  s_weight + hh * R4, s_ring_k_raw, s_ring_u_raw + hh * R * tile_rows, tile_rows);
         __syncthreads();  // the row groups below read other threads' columns
       }
       for (int gi = warp; gi < groups_per_stage; gi += kWarps) {  // warp-uniform
         const int rr = gi * kRowsPerWarp + grp;    // row within the chunk
-        const int vl = chunk * rows_per_stage + rr;  // row within the tile
+        const int vl = chunk * rows_per_stage + rr;  // row within the CTA's rows
         float s[kElems];
         load_state_row<K, ST>(buf + rr * K, sub, 0, s);
         const int64_t row_off = static_cast<int64_t>(v0 + vl) * K;
@@ -500,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, 4)
             for (int m = 0; m < kHeld; ++m) {
               const int i = (held_first + m) % (kDots / 2);
               if (i < n) {
-                float* const dst = (held_first + m >= kDots / 2 ? s_sq : s_sk) + i * tile_rows + vl;
+                float* const dst = (held_first + m >= kDots / 2 ? s_sq : s_sk) + i * rows + vl;
                 *dst = fold ? v[m] : eGh * v[m] + *dst;
               }
             }
@@ -538,34 +595,45 @@ __global__ void __launch_bounds__(kThreads, 4)
   __syncthreads();
 
   // ---- outputs and ring appends.
-  AT* const out = static_cast<AT*>(p.out) + static_cast<int64_t>(hv) * V + v0;
+  // Row vl of the CTA is element hv0 V + v0 + vl of a token's (HV, V) output (heads adjacent).
+  AT* const out = static_cast<AT*>(p.out) + static_cast<int64_t>(hv0) * V + v0;
   if constexpr (kSpec) {
-    AT* const ring_u = static_cast<AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
-                       static_cast<int64_t>(hv) * R * V + v0;
-    // The solve, per tile row: forward substitution u_i = R_i - sum_{j<i} A[i,j] u_j.
-    for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) {
+    // The solve, per row: forward substitution u_i = R_i - sum_{j<i} A[i,j] u_j, with the row's
+    // head's gates and matrices.
+    for (int vl = threadIdx.x; vl < rows; vl += kThreads) {
+      const int hh = kHeads > 1 && vl >= tile_rows ? 1 : 0, vh = vl - hh * tile_rows;
+      const float* const beta_h = s_beta + hh * tok_step;
+      const float* const eG_h = s_eG + hh * tok_step;
+      const float* const amat_h = s_amat + hh * pair_step;
+      const float* const dmat_h = s_dmat + hh * pair_step;
+      AT* const ring_u = static_cast<AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
+                         static_cast<int64_t>(hv0 + hh) * R * V + v0 + vh;
       float u[kMaxSpecTokens];
 #pragma unroll
       for (int i = 0; i < kMaxSpecTokens; ++i) {
         if (i < n) {
-          const int idx = i * tile_rows + vl;
-          float r = s_beta[i] * (s_win_v[idx] - s_eG[i] * s_sk[idx]);
+          const int idx = i * rows + vl;
+          float r = beta_h[i] * (s_win_v[idx] - eG_h[i] * s_sk[idx]);
 #pragma unroll
-          for (int j = 0; j < i; ++j) r -= s_amat[i * T + j] * u[j];
+          for (int j = 0; j < i; ++j) r -= amat_h[i * T + j] * u[j];
           u[i] = r;
-          float y = s_eG[i] * s_sq[idx];
+          float y = eG_h[i] * s_sq[idx];
 #pragma unroll
-          for (int j = 0; j <= i; ++j) y += s_dmat[i * T + j] * u[j];
+          for (int j = 0; j <= i; ++j) y += dmat_h[i * T + j] * u[j];
           out[(tok0 + i) * p.out_row_stride + vl] = Elem<AT>::from_f32(y);
-          ring_u[static_cast<int64_t>(ring_index_checked(start, nh + i, R)) * V + vl] = Elem<AT>::from_f32(r);
+          ring_u[static_cast<int64_t>(ring_index_checked(start, nh + i, R)) * V] = Elem<AT>::from_f32(r);
         }
       }
     }
     if (tile == 0) {
-      float* const ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
-      for (int i = threadIdx.x; i < n; i += kThreads) ring_g[ring_index_checked(start, nh + i, R)] = s_g[i];
-      // k̂ is shared by the v-heads of a k-group: the group's first v-head appends it.
-      if (hv % (p.HV / p.H) == 0) {
+      for (int idx = threadIdx.x; idx < kHeads * n; idx += kThreads) {
+        const int hh = kHeads > 1 && idx >= n ? 1 : 0, i = idx - hh * n;
+        float* const ring_g =
+            p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv0 + hh) * R;
+        ring_g[ring_index_checked(start, nh + i, R)] = s_g[hh * tok_step + i];
+      }
+      // k̂ is shared by the v-heads of a k-group: the CTA of the group's first v-head appends it.
+      if (hv0 % (p.HV / p.H) == 0) {
         AT* const ring_k = static_cast<AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                            static_cast<int64_t>(h) * R * K;
         for (int idx = threadIdx.x; idx < n * K; idx += kThreads) {

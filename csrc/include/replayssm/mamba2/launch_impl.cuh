@@ -9,10 +9,9 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "replayssm/common/cuda_utils.cuh"
+#include "replayssm/common/heads_per_cta.cuh"
 #include "replayssm/mamba2/launch.h"
 #include "replayssm/mamba2/state_dispatch.h"
 #include "replayssm/mamba2/params.h"
@@ -27,19 +26,6 @@ namespace detail {
 constexpr int kWarps = 4;
 // CTAs per SM worth of work before the P dimension stops being split (small batches only).
 constexpr int kCtasPerSmTarget = 8;
-
-// SM count of the current device (cached). Only the launch shape (the P chunk) depends on it, so
-// a failed query falls back to an H200's 132 rather than failing the launch.
-inline int num_sms() {
-  static int cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
-  if (dev < 64 && cached[dev] > 0) return cached[dev];
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
-  if (dev < 64) cached[dev] = sms;
-  return sms;
-}
 
 // Rows of P per CTA: whole heads at large batch; at small batch the head is split into chunks
 // (multiples of one iteration's rows) until about kCtasPerSmTarget CTAs per SM exist, so that a
@@ -103,38 +89,6 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   return launch_status();
 }
 
-// Heads per spec CTA (spec_kernel.cuh): the two heads of a pair in one group share one CTA's B
-// staging, C loads and B . C products (H200, batch 256, B = 16, T = 4, same run: nano 452.7 ->
-// 427.9 us, super 525.1 -> 475.0). Taken where the kernel allows it -- whole heads (the batch fills
-// the GPU without splitting P) and an even number of heads per group -- and it costs nothing else:
-// at least two waves of CTAs, and the shared memory of a pair (without the fold's B copy) fits as
-// many CTAs per SM as one head's does. The environment variable REPLAYSSM_M2_SPEC_HEADS = 1 or 2
-// overrides the choice for measurements and tests (read at every launch, so both can be compared
-// in one process); 2 takes pairs of whole heads at any batch and is an error where the heads of a
-// group are odd.
-template <int kT>
-const char* spec_heads_per_cta(const ReplayParams& p, int p_chunk, int act_bytes, int* heads) {
-  const bool pairs = (p.geo.H / p.geo.G) % 2 == 0;
-  *heads = 1;
-  if (const char* v = std::getenv("REPLAYSSM_M2_SPEC_HEADS"); v != nullptr && *v != '\0') {
-    if (std::strcmp(v, "1") == 0) return nullptr;
-    if (std::strcmp(v, "2") != 0) return "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2";
-    if (!pairs) return "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)";
-    *heads = 2;
-    return nullptr;
-  }
-  if (!pairs || p_chunk != p.geo.P) return nullptr;
-  const int64_t ctas_two = static_cast<int64_t>(p.batch) * (p.geo.H / 2);
-  if (ctas_two < 2LL * spec_min_ctas<kT>() * num_sms()) return nullptr;
-  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
-  auto ctas_per_sm = [&](int h) {
-    const int fit = kSmemPerSm / (SpecSmem(p.ring_len, p_chunk, p.geo.N, kT, act_bytes, false, h).total * 4 + kReservedPerCta);
-    return fit < spec_min_ctas<kT>() ? fit : spec_min_ctas<kT>();
-  };
-  if (ctas_per_sm(2) >= ctas_per_sm(1)) *heads = 2;
-  return nullptr;
-}
-
 template <typename Act, typename St, int N, int kT>
 const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t stream) {
   const ReplayParams& p = sp.replay;
@@ -145,8 +99,17 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   // Grid (P chunks, H / heads, batch): the kernel reads its indices without dividing.
   if (p.batch > 65535) return "the batch (number of rows) exceeds the spec kernel's grid limit of 65535";
   if (p.geo.H > 65535) return "nheads exceeds the spec kernel's grid limit of 65535";
+  // Heads per CTA (heads_per_cta): the two heads of a pair in one group share the B staging, the
+  // C loads and the B . C products. H200, batch 256, B = 16, T = 4, same run: nano 452.7 -> 427.9
+  // us, super 525.1 -> 475.0. A pair's smem is counted without the fold's B copy.
+  const HeadPairing pairing{"REPLAYSSM_M2_SPEC_HEADS", "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2",
+                            "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)",
+                            (p.geo.H / p.geo.G) % 2 == 0, p_chunk == p.geo.P, heads_total / 2, spec_min_ctas<kT>()};
   int heads = 1;
-  if (const char* err = spec_heads_per_cta<kT>(p, p_chunk, sizeof(Act), &heads)) return err;
+  if (const char* err = heads_per_cta(
+          pairing, [&](int h) { return SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), false, h).total * 4; },
+          &heads))
+    return err;
   if (heads > 1) p_chunk = p.geo.P;  // pairs of whole heads
   const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H / heads),
                   static_cast<unsigned>(p.batch));
