@@ -92,7 +92,7 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
 template <typename Act, typename St, int N, int kT>
 const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t stream) {
   const ReplayParams& p = sp.replay;
-  constexpr int kRows = rows_per_iteration<St, N, kWarps>();
+  constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (heads_total == 0) return nullptr;

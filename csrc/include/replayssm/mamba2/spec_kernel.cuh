@@ -85,6 +85,21 @@ constexpr int spec_min_ctas() {
 #endif
 }
 
+// State rows per thread and stream iteration: RowLayout's (16 state values), halved where the
+// window's kT C vectors over a lane's columns (kT kPerLane floats, held in registers) exceed 32
+// values, doubled for a 2-byte state at T = 1. Without the halving, T = 8 spilled within the 96
+// registers of 5 CTAs per SM: 48-480 bytes of stack for a 2-byte state, 120-128 for an fp32 state
+// at N = 256 (ptxas); with it, nano T = 8 at batch 256 with a bf16 checkpoint ran 884.3 -> 713.4 us
+// (H200, same run). At T = 1 a 2-byte state's 4 rows (32 values beside 8 C values) fit the 80
+// registers of 6 CTAs per SM, and 2 rows ran 8 % slower there (251.2 -> 272.3 us). An fp32 state at
+// N <= 128 keeps its 4 rows at every T.
+template <typename St, int N, int kT>
+constexpr int spec_rows_per_thread() {
+  using L = RowLayout<St, N>;
+  if constexpr (sizeof(St) == 2 && kT == 1) return 2 * L::kRowsPerThread;
+  return kT * L::kPerLane > 32 && L::kRowsPerThread > 1 ? L::kRowsPerThread / 2 : L::kRowsPerThread;
+}
+
 // Whether a launch's fold reads B_k from the fp32 copy (fold_b_copy_pays at spec_min_ctas CTAs per
 // SM); a kernel template argument, as for the replay kernel (replay_b_copy).
 template <int kT>
@@ -97,7 +112,7 @@ template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int
 __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
   using L = RowLayout<St, N>;
-  using Stream = TileStream<St, N, kWarps>;
+  using Stream = TileStream<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>;
   constexpr int kThreads = kWarps * 32;
   constexpr int U = Stream::U;
   constexpr int KV = Stream::KV;

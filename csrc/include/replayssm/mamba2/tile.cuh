@@ -143,8 +143,12 @@ struct RowLayout {
   static constexpr int kVecsPerLane = kVecsPerRow / kLanesPerRow;
   static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
   static constexpr int kPerLane = kVecsPerLane * kVecElems;
-  // Rows each thread keeps in flight per iteration: about four 16-byte loads per thread.
-  static constexpr int kRowsPerThread = kVecsPerLane >= 4 ? 1 : 4 / kVecsPerLane;
+  // Rows each thread streams per iteration: 16 state values, which the kernels hold unpacked to
+  // fp32 next to their C or B vectors (four 16-byte loads of an fp32 state, two of a 2-byte
+  // state). Four loads of a 2-byte state (32 values) spilled in every bf16 / fp16 checkpoint
+  // instance of the replay kernel (64 registers: 64-72 bytes of stack) and the spec kernel
+  // (80 registers at T = 4: 110-160 bytes).
+  static constexpr int kRowsPerThread = kPerLane >= 16 ? 1 : 16 / kPerLane;
   static_assert(N % kVecElems == 0 && kVecsPerRow % kLanesPerRow == 0, "N must be a multiple of 32 * vector");
   static_assert(32 % kLanesPerRow == 0, "lanes per row must divide the warp");
   using Sums = LaneSums<kLanesPerRow>;
@@ -171,10 +175,9 @@ struct RowLayout {
 };
 
 // Rows of one head handled per CTA iteration, for the host-side choice of the P chunk.
-template <typename St, int N, int kWarps>
+template <typename St, int N, int kWarps, int kRowsPerThread = RowLayout<St, N>::kRowsPerThread>
 constexpr int rows_per_iteration() {
-  using L = RowLayout<St, N>;
-  return kWarps * L::kRowsPerWarp * L::kRowsPerThread;
+  return kWarps * RowLayout<St, N>::kRowsPerWarp * kRowsPerThread;
 }
 
 // One 16-byte state vector, streamed (evict-first: the state is touched once per step). A state
@@ -220,12 +223,14 @@ __device__ __forceinline__ void store_state_vec(St* p, const uint4& v, bool alig
 
 // One thread's share of the stream of a (head, P chunk) state tile, shared by the replay and spec
 // kernels: per iteration U rows of KV 16-byte vectors (RowLayout), row pl of the chunk at
-// S + pl * N; rows at or past plen load as zeros and are never stored.
-template <typename St, int N, int kWarps>
+// S + pl * N; rows at or past plen load as zeros and are never stored. U defaults to RowLayout's
+// rows per thread (about four 16-byte loads); a kernel that keeps more per lane lowers it.
+template <typename St, int N, int kWarps, int kRowsPerThread = RowLayout<St, N>::kRowsPerThread>
 struct TileStream {
   using L = RowLayout<St, N>;
   using V = StateVec<St>;
-  static constexpr int U = L::kRowsPerThread;
+  static constexpr int U = kRowsPerThread;
+  static_assert(U >= 1, "at least one row per thread");
   static constexpr int KV = L::kVecsPerLane;
   static constexpr int VE = L::kVecElems;
   static constexpr int kRowsPerIter = kWarps * L::kRowsPerWarp * U;
