@@ -29,7 +29,7 @@ struct HeadPairing {
 // k-head), which a CTA then loads and multiplies once for both. The kernels are issue-bound at
 // serving batch, so the pair pays where it costs nothing else: whole heads, at least two waves of
 // pair CTAs, and a pair's shared memory (smem_bytes(2)) fitting as many CTAs per SM as one head's
-// (smem_bytes(1)). Where a pair fits fewer, it loses: GDN spec verify at T = 8, 4 -> 3 CTAs per SM,
+// (smem_bytes(1)). Where a pair fits fewer, it loses: GDN spec verify at T = 8, 3 -> 2 CTAs per SM,
 // ran 10 % slower (H200, Qwen3.5-4B, batch 256). The override (read at every launch, so both
 // choices can be compared in one process) takes 2 at any batch and is an error where the heads are
 // odd; an empty value is no override.

@@ -108,6 +108,13 @@ inline int spec_window_tile(int max_tokens) {
   return t;
 }
 
+// CTAs per SM the window kernel is built for (its register bound).
+constexpr int kWindowMinCtas = 4;
+// Spec windows (kT) built with v-head pairs: a pair's extra shared memory fits fewer CTAs per SM
+// from T = 4 on at K = 128 with an fp32 checkpoint (4 -> 3 at T = 4, 3 -> 2 at T = 8), and there it
+// measured no gain (T = 4) or a loss (T = 8: 10 %), so those instances are not compiled.
+constexpr int kMaxPairTokens = 2;
+
 // kT: the spec verify's window tile (spec_window_tile; 0 for the snapshot form). Instances with
 // kWindowTensorCores stream a swizzled chunk and take its window products and fold on tensor cores
 // (window_mma.cuh); the others take a state row's products on the CUDA cores. Every per-token
@@ -122,13 +129,6 @@ inline int spec_window_tile(int max_tokens) {
 // for both, and the stream is their 2V contiguous state rows (v-heads are adjacent in the state);
 // the gates, decays, solve matrices, history weights, ring u and v stay per head. A stage chunk
 // never straddles the two heads (rows_per_stage divides V).
-// CTAs per SM the window kernel is built for (its register bound).
-constexpr int kWindowMinCtas = 4;
-// Spec windows (kT) built with v-head pairs: a pair's extra shared memory fits fewer CTAs per SM
-// from T = 4 on at K = 128 with an fp32 checkpoint (4 -> 3 at T = 4, 3 -> 2 at T = 8), and there it
-// measured no gain (T = 4) or a loss (T = 8: 10 %), so those instances are not compiled.
-constexpr int kMaxPairTokens = 2;
-
 template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1>
 __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
