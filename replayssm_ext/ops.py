@@ -315,11 +315,11 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     rows fold on tensor cores with exact bf16 operands and fp32 accumulation; every other case
     uses fp32 FMAs. The checkpoint a flush writes is the fp32 fold either way.
 
-    On CUDA, with ``T`` of 1 or 2, the kernel streams the two v-heads of a k-head per CTA where
+    On CUDA, with ``T`` up to 4, the kernel streams the two v-heads of a k-head per CTA where
     that fits as many CTAs per SM as one head (serving batch sizes, even ``HV / H``); the
     environment variable ``REPLAYSSM_GDN_SPEC_HEADS`` (``1`` or ``2``, read at every launch)
     overrides that choice for measurements and tests, and ``2`` raises where ``HV / H`` is odd or
-    ``T`` exceeds 2 (no pair kernels are built for longer windows). Results agree up to rounding
+    ``T`` exceeds 4 (no pair kernels are built for longer windows). Results agree up to rounding
     either way.
 
     Returns ``out``.

@@ -51,7 +51,7 @@ def _aligned_pages(monkeypatch):
     monkeypatch.setattr(helpers, "alloc_per_slot", _aligned_alloc_per_slot)
 
 
-MAX_PAIR_TOKENS = 2  # spec windows built with v-head pairs (kMaxPairTokens in gdn/spec_kernel.cuh)
+MAX_PAIR_TOKENS = 4  # spec windows built with v-head pairs (kMaxPairTokens in gdn/spec_kernel.cuh)
 
 
 @pytest.fixture(params=["launcher", "pairs"])
@@ -618,8 +618,9 @@ def test_spec_heads_override_errors(device, monkeypatch):
     launch writes nothing."""
     for g, T, value, message in (
             (GDNGeo(H=2, HV=2, K=64, V=64), 2, "2", "needs an even number of v-heads per k-head"),
-            (SMALL, MAX_PAIR_TOKENS + 1, "2", r"built for windows of up to 2 tokens \(max_tokens <= 2\)"),
-            (SMALL, 8, "2", "built for windows of up to 2 tokens"),
+            (SMALL, MAX_PAIR_TOKENS + 1, "2",
+             rf"built for windows of up to {MAX_PAIR_TOKENS} tokens \(max_tokens <= {MAX_PAIR_TOKENS}\)"),
+            (SMALL, 8, "2", f"built for windows of up to {MAX_PAIR_TOKENS} tokens"),
             (SMALL, 2, "3", "must be 1 or 2"),
             (SMALL, 4, "3", "must be 1 or 2")):
         args = _spec_args(device, g=g, T=T)

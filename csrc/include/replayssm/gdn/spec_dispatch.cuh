@@ -22,8 +22,9 @@ struct WindowLauncher {
     constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
     const int T = kSpec ? kT : p.max_tokens;
     auto smem_bytes = [&](int tile_rows, int heads) {
+      const int stages = heads == 2 ? window_stages<2, kT>() : window_stages<1, kT>();
       return window_smem(kSpec, kTensorCores, p.ring_len, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                         static_cast<int>(sizeof(AT)), heads)
+                         static_cast<int>(sizeof(AT)), heads, stages)
                  .total *
              static_cast<int>(sizeof(float));
     };
@@ -40,7 +41,7 @@ struct WindowLauncher {
           "REPLAYSSM_GDN_SPEC_HEADS=2 needs an even number of v-heads per k-head (HV / H)", (p.HV / p.H) % 2 == 0,
           tiles == 1, static_cast<int64_t>(p.batch) * (p.HV / 2), kWindowMinCtas,
           kPairsBuilt ? nullptr
-                      : "REPLAYSSM_GDN_SPEC_HEADS=2 is built for windows of up to 2 tokens (max_tokens <= 2): "
+                      : "REPLAYSSM_GDN_SPEC_HEADS=2 is built for windows of up to 4 tokens (max_tokens <= 4): "
                         "longer windows fit fewer pair CTAs per SM"};
       if (const char* err = heads_per_cta(pairing, [&](int h) { return smem_bytes(p.V, h); }, &heads)) return err;
       if (heads > 1) tiles = 1, tile_rows = p.V;  // pairs of whole heads

@@ -44,6 +44,14 @@ constexpr int kMaxSpecTokens = 8;
 // 64.7 KB per CTA, 12 warps per SM, 20 % of DRAM bandwidth on a non-flush step); 3 buffers of
 // 8 KB and no fp32 fold coefficients fit 4.
 constexpr int kWindowStages = 3;
+// A v-head pair at T = 4 streams through 2 buffers: with its per-head sections (about 12 KB more
+// than one head's at K = 128) and 3 buffers it fits 3 CTAs per SM instead of 4, where the pair
+// measured no gain over one head (H200, Qwen3.5-4B, batch 256: 294.4 vs 296.6 us); with 2 it fits
+// 4, and 4 CTAs still keep 8 buffers of 8 KB per SM in flight: 294.1 vs 277.3 us in one run.
+template <int kHeads, int kT>
+constexpr int window_stages() {
+  return kHeads == 2 && kT == 4 ? 2 : kWindowStages;
+}
 
 // Shared memory of the window kernel, in floats; every section starts on a 16-byte boundary.
 // T sizes the per-token sections: the window tile kT for the spec verify, max_tokens for the snapshot form.
@@ -68,12 +76,13 @@ constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && kT >= 4 && 
 // heads: v-heads per CTA (1, or 2 of one k-head with whole V: kHeads of gdn_window_kernel). The
 // sections marked "per head" repeat for each; "rows" is heads * tile_rows, the CTA's state rows.
 __host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, int ring_len, int T, int tile_rows,
-                                                  int K, int state_bytes, int act_bytes, int heads = 1) {
+                                                  int K, int state_bytes, int act_bytes, int heads = 1,
+                                                  int stages = kWindowStages) {
   const int R = spec ? ring_len : 0;
   const int TT = round4(T * T);
   const int rows = heads * tile_rows;
   WindowSmem s{};
-  int at = kWindowStages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
+  int at = stages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
   s.ring_k_raw = at, at += round4(R * K * act_bytes / 4);          // history k_j as stored (act)
   s.ring_u_raw = at, at += round4(R * rows * act_bytes / 4);       // per head: history u_j[tile rows] (act)
   s.ring_g = at, at += heads * round4(R);                          // per head: history g_j
@@ -110,10 +119,10 @@ inline int spec_window_tile(int max_tokens) {
 
 // CTAs per SM the window kernel is built for (its register bound).
 constexpr int kWindowMinCtas = 4;
-// Spec windows (kT) built with v-head pairs: a pair's extra shared memory fits fewer CTAs per SM
-// from T = 4 on at K = 128 with an fp32 checkpoint (4 -> 3 at T = 4, 3 -> 2 at T = 8), and there it
-// measured no gain (T = 4) or a loss (T = 8: 10 %), so those instances are not compiled.
-constexpr int kMaxPairTokens = 2;
+// Spec windows (kT) built with v-head pairs: at T = 8 a pair's extra shared memory fits 2 CTAs per
+// SM instead of 3 at K = 128 with an fp32 checkpoint, and there it measured a 10 % loss, so those
+// instances are not compiled (T = 4: window_stages).
+constexpr int kMaxPairTokens = 4;
 
 // kT: the spec verify's window tile (spec_window_tile; 0 for the snapshot form). Instances with
 // kWindowTensorCores stream a swizzled chunk and take its window products and fold on tensor cores
@@ -135,6 +144,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
   static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
                 "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");
+  constexpr int kBuffers = window_stages<kHeads, kT>();
   constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
                 "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
@@ -207,14 +217,14 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   const int num_chunks = kHeads * chunks_per_head;
   const int groups_per_stage = rows_per_stage / kRowsPerWarp;
   ST* const stage_base = reinterpret_cast<ST*>(smem);
-  // Chunk c of the tile into buffer c % kWindowStages; every thread commits a group, empty or not, so
+  // Chunk c of the tile into buffer c % kBuffers; every thread commits a group, empty or not, so
   // the group counts stay uniform.
   auto issue_chunk = [&](int c) {
     if (c < num_chunks) {
       constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
       const int pieces = rows_per_stage * K / kPer16;
       const ST* src = state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K;
-      ST* dst = stage_base + (c % kWindowStages) * rows_per_stage * K;
+      ST* dst = stage_base + (c % kBuffers) * rows_per_stage * K;
       // Tensor cores: the swizzled layout (kSwizzleRows; a row has >= 8 pieces, so the key changes
       // only the piece within the row).
       constexpr int kRowPieces = K / kPer16;
@@ -225,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     cp_async_commit();
   };
   const WindowSmem lay = window_smem(kSpec, kTensorCores, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                                     static_cast<int>(sizeof(AT)), kHeads);
+                                     static_cast<int>(sizeof(AT)), kHeads, kBuffers);
   AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
   AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
   float* const s_ring_g = smem + lay.ring_g;
@@ -281,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   const int held_first = Sums::template first_sum<kDots>(sub);
 
   // ---- loads: the ring entries (cp.async group 0, empty for the snapshot form), the first state
-  // chunks (groups 1 .. kWindowStages - 1), then the window's tokens with ordinary loads.
+  // chunks (groups 1 .. kBuffers - 1), then the window's tokens with ordinary loads.
   if constexpr (kSpec) {
     const AT* ring_k = static_cast<const AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                        static_cast<int64_t>(h) * R * K;
@@ -309,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   }
   cp_async_commit();
 #pragma unroll
-  for (int c = 0; c < kWindowStages - 1; ++c) issue_chunk(c);
+  for (int c = 0; c < kBuffers - 1; ++c) issue_chunk(c);
 
   // q̂_i and k̂_i: warp w takes tokens w, w + kWarps, ...; lane l holds elements l + 32 e.
   for (int i = warp; i < n; i += kWarps) {
@@ -358,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     for (int i = 0; i < n; ++i)
       s_win_v[i * rows + vl] = Elem<AT>::to_f32(
           static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl]);
-  cp_async_wait<kWindowStages - 1>();  // group 0: the ring entries
+  cp_async_wait<kBuffers - 1>();  // group 0: the ring entries
   __syncthreads();
 
   if constexpr (kSpec) {
@@ -458,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   }
 
   // ---- the state stream: chunk c waits for its cp.async group, the barrier publishes it (and
-  // frees the buffer of chunk c - 1, which chunk c + kWindowStages - 1 then refills). Chunk c
+  // frees the buffer of chunk c - 1, which chunk c + kBuffers - 1 then refills). Chunk c
   // belongs to head chunk_head(c); its fold and S_base use that head's e^Gh, weights and ring u.
   auto chunk_head = [&](int c) { return kHeads > 1 && c >= chunks_per_head ? 1 : 0; };
   if constexpr (kTensorCores) {
@@ -490,11 +500,11 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     // as in the row kernel: the tensor-core fold's registers then stay out of the non-flush loop.
     auto stream = [&](const bool folding) {
       for (int chunk = 0; chunk < num_chunks; ++chunk) {
-        cp_async_wait<kWindowStages - 2>();
+        cp_async_wait<kBuffers - 2>();
         __syncthreads();  // also: every warp's partials of chunk - 1 are in
-        issue_chunk(chunk + kWindowStages - 1);
+        issue_chunk(chunk + kBuffers - 1);
         if (chunk > 0) finish_chunk(chunk - 1, folding);
-        float* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
+        float* const buf = stage_base + (chunk % kBuffers) * rows_per_stage * K;
         if (folding) {
           const int hh = chunk_head(chunk);
           fold_chunk_mma<K, float>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage,
@@ -523,10 +533,10 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     }
   } else {
     for (int chunk = 0; chunk < num_chunks; ++chunk) {
-      cp_async_wait<kWindowStages - 2>();
+      cp_async_wait<kBuffers - 2>();
       __syncthreads();
-      issue_chunk(chunk + kWindowStages - 1);
-      ST* const buf = stage_base + (chunk % kWindowStages) * rows_per_stage * K;
+      issue_chunk(chunk + kBuffers - 1);
+      ST* const buf = stage_base + (chunk % kBuffers) * rows_per_stage * K;
       const int hh = chunk_head(chunk);
       const float eGh = kSpec ? s_scalars[hh] : 1.f;
       if (kSpec && fold) {
