@@ -21,14 +21,16 @@ struct HeadPairing {
   bool whole_heads;       // one head would also be streamed whole by one CTA (no split of its rows)
   int64_t pair_ctas;      // CTAs of the launch with pairs
   int min_ctas;           // the kernel's CTAs per SM (its launch bound)
+  int min_pair_ctas_per_sm;  // pairs only from this many pair CTAs per SM on (the family's measured bound)
   // nullptr where pair instances exist for this launch, else the error for an override of 2.
   const char* err_not_built = nullptr;
 };
 
 // Heads per CTA: 1, or 2 heads that share an input (B and C of a Mamba-2 group, k and q of a GDN
 // k-head), which a CTA then loads and multiplies once for both. The kernels are issue-bound at
-// serving batch, so the pair pays where it costs nothing else: whole heads, at least two waves of
-// pair CTAs, and a pair's shared memory (smem_bytes(2)) fitting as many CTAs per SM as one head's
+// serving batch, so the pair pays where it costs nothing else: whole heads, enough pair CTAs to
+// keep every SM busy (min_pair_ctas_per_sm; below it, halving the CTAs leaves SMs short of work),
+// and a pair's shared memory (smem_bytes(2)) fitting as many CTAs per SM as one head's
 // (smem_bytes(1)). Where a pair fits fewer, it loses: GDN spec verify at T = 8, 3 -> 2 CTAs per SM,
 // ran 10 % slower (H200, Qwen3.5-4B, batch 256). The override (read at every launch, so both
 // choices can be compared in one process) takes 2 at any batch and is an error where the heads are
@@ -45,7 +47,7 @@ const char* heads_per_cta(const HeadPairing& hp, SmemBytes smem_bytes, int* head
     return nullptr;
   }
   if (hp.err_not_built != nullptr || !hp.even_heads || !hp.whole_heads) return nullptr;
-  if (hp.pair_ctas < 2LL * hp.min_ctas * num_sms()) return nullptr;
+  if (hp.pair_ctas < static_cast<int64_t>(hp.min_pair_ctas_per_sm) * num_sms()) return nullptr;
   constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
   auto ctas_per_sm = [&](int h) {
     const int64_t fit = kSmemPerSm / (static_cast<int64_t>(smem_bytes(h)) + kReservedPerCta);

@@ -127,12 +127,19 @@ __device__ __forceinline__ void store_from_f32(T* ptr, const float* in) {
   }
 }
 
-// One 16-byte store of the state stream (streaming cache hint: every element is written once).
-template <typename T>
+// One 16-byte store of the state stream. kStreaming: the .cs hint (evict first: every element is
+// written once), which the fold's state write takes; the classic step stores plainly
+// (RowsLauncher<Mode::kStateUpdate>).
+template <bool kStreaming = true, typename T>
 __device__ __forceinline__ void store_state16(T* ptr, const float* in) {
   constexpr int kPer = Elem<T>::kPerWord;
-  __stcs(reinterpret_cast<uint4*>(ptr), make_uint4(Elem<T>::pack(in), Elem<T>::pack(in + kPer),
-                                                   Elem<T>::pack(in + 2 * kPer), Elem<T>::pack(in + 3 * kPer)));
+  const uint4 w = make_uint4(Elem<T>::pack(in), Elem<T>::pack(in + kPer), Elem<T>::pack(in + 2 * kPer),
+                             Elem<T>::pack(in + 3 * kPer));
+  if constexpr (kStreaming) {
+    __stcs(reinterpret_cast<uint4*>(ptr), w);
+  } else {
+    *reinterpret_cast<uint4*>(ptr) = w;
+  }
 }
 
 // Sum over the kLanes consecutive lanes that share a state row (all of them get the sum).

@@ -11,21 +11,23 @@
 
 namespace replayssm::gdn {
 
-// Tiles per (row, v-head): the fewest that give the grid about two CTAs per SM (a small batch is
-// split along V so it still fills the GPU), each warp keeping at least one row group.
-inline int pick_tiles(const GdnParams& p, int rows_per_warp) {
+// Tiles per (row, v-head): the fewest (at least min_tiles) that give the grid about two CTAs per SM
+// (a small batch is split along V so it still fills the GPU), each warp keeping at least one row
+// group.
+inline int pick_tiles(const GdnParams& p, int rows_per_warp, int min_tiles = 1) {
   const int max_tiles = p.V / (rows_per_warp * kWarps) > 0 ? p.V / (rows_per_warp * kWarps) : 1;
   const int sms = num_sms();
   const int64_t heads = static_cast<int64_t>(p.batch) * p.HV;
   int tiles = 1;
-  while (tiles < max_tiles && heads * tiles < 2 * static_cast<int64_t>(sms)) tiles *= 2;
+  while (tiles < max_tiles && (tiles < min_tiles || heads * tiles < 2 * static_cast<int64_t>(sms))) tiles *= 2;
   return tiles;
 }
 
 // The tiling of V for a kernel whose row groups hold rows_per_warp rows: p.tiles_per_head when set,
 // else pick_tiles. Returns an error, or nullptr with *tiles and *tile_rows set.
-inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tiles, int* tile_rows) {
-  *tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, rows_per_warp);
+inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tiles, int* tile_rows,
+                                int min_tiles = 1) {
+  *tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, rows_per_warp, min_tiles);
   if (p.V % *tiles != 0 || (p.V / *tiles) % rows_per_warp != 0)
     return "tiles_per_head must split V into tiles of a multiple of 512/K rows";
   *tile_rows = p.V / *tiles;
@@ -80,14 +82,23 @@ const char* dispatch_k_and_act(const GdnParams& p, void* stream) {
   return "unknown activation dtype";
 }
 
+// State bytes per CTA of the classic step, at most: its CTAs replay no ring, so splitting a head
+// costs only the token's q / k loads and norms again, and short CTAs start their streams sooner.
+// H200, batch 256, fp32, K = V = 128: whole heads (64 KB) vs 16 KB tiles, 284.8 -> 281.6 us
+// (Qwen3.5-4B) and 561.8 -> 552.2 (122B) with the .cs stores, 279.0 / 547.7 with plain ones.
+constexpr int kStateUpdateTileBytes = 16 * 1024;
+
 template <Mode M>
 struct RowsLauncher {
   template <int K, typename ST, typename AT>
   static const char* run(const GdnParams& p, cudaStream_t stream) {
     constexpr int kRowsPerWarp = 32 / (K / 16);
     if (p.batch == 0) return nullptr;
+    const int head_bytes = p.V * K * static_cast<int>(sizeof(ST));
+    const int min_tiles = M == Mode::kStateUpdate && head_bytes > kStateUpdateTileBytes
+                              ? head_bytes / kStateUpdateTileBytes : 1;
     int tiles = 0, tile_rows = 0;
-    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
+    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows, min_tiles)) return err;
     const SmemLayout lay = smem_layout(p.ring_len, tile_rows, K, static_cast<int>(sizeof(ST)),
                                        static_cast<int>(sizeof(AT)), M != Mode::kStateUpdate);
     return launch_tiled(gdn_rows_kernel<M, K, ST, AT>, p, tiles, tile_rows,

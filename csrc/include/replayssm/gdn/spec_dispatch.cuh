@@ -33,13 +33,17 @@ struct WindowLauncher {
     // V-heads per CTA: pairs of one k-head share q, k, their products and the history's k_j.
     // Spec verify, H200, batch 256, B = 16, one build, one head vs pairs: Qwen3.5-4B T = 2 251.2 ->
     // 234.4 us, T = 1 175.2 -> 177.8; Qwen3.5-122B T = 2 484.8 -> 447.7, T = 1 336.4 -> 328.5.
+    // Pairs from 3 pair CTAs per SM on (kPairCtasPerSm), between the two small batches measured
+    // (Qwen3.5-4B, one head vs pairs, T = 2 / 4, us): batch 16 (1.9 pair CTAs per SM) 20.6 / 23.4 ->
+    // 24.4 / 28.9, batch 32 (3.9 per SM) 37.7 / 42.5 -> 34.2 / 39.6.
     int heads = 1;
     if constexpr (kSpec) {
+      constexpr int kPairCtasPerSm = 3;
       constexpr bool kPairsBuilt = kT <= kMaxPairTokens;
       const HeadPairing pairing{
           "REPLAYSSM_GDN_SPEC_HEADS", "REPLAYSSM_GDN_SPEC_HEADS must be 1 or 2",
           "REPLAYSSM_GDN_SPEC_HEADS=2 needs an even number of v-heads per k-head (HV / H)", (p.HV / p.H) % 2 == 0,
-          tiles == 1, static_cast<int64_t>(p.batch) * (p.HV / 2), kWindowMinCtas,
+          tiles == 1, static_cast<int64_t>(p.batch) * (p.HV / 2), kWindowMinCtas, kPairCtasPerSm,
           kPairsBuilt ? nullptr
                       : "REPLAYSSM_GDN_SPEC_HEADS=2 is built for windows of up to 4 tokens (max_tokens <= 4): "
                         "longer windows fit fewer pair CTAs per SM"};

@@ -101,10 +101,12 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   if (p.geo.H > 65535) return "nheads exceeds the spec kernel's grid limit of 65535";
   // Heads per CTA (heads_per_cta): the two heads of a pair in one group share the B staging, the
   // C loads and the B . C products. H200, batch 256, B = 16, T = 4, same run: nano 452.7 -> 427.9
-  // us, super 525.1 -> 475.0. A pair's smem is counted without the fold's B copy.
+  // us, super 525.1 -> 475.0. A pair's smem is counted without the fold's B copy. Pairs from two
+  // full waves of pair CTAs on.
   const HeadPairing pairing{"REPLAYSSM_M2_SPEC_HEADS", "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2",
                             "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)",
-                            (p.geo.H / p.geo.G) % 2 == 0, p_chunk == p.geo.P, heads_total / 2, spec_min_ctas<kT>()};
+                            (p.geo.H / p.geo.G) % 2 == 0, p_chunk == p.geo.P, heads_total / 2, spec_min_ctas<kT>(),
+                            2 * spec_min_ctas<kT>()};
   int heads = 1;
   if (const char* err = heads_per_cta(
           pairing, [&](int h) { return SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), false, h).total * 4; },
