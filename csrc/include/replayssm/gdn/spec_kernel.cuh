@@ -69,8 +69,14 @@ struct WindowSmem {
 // T = 1 181.3 -> 234.6, T = 2 267.0 -> 282.2, T = 4 378.4 -> 332.4, T = 8 796.3 -> 565.6. With 2 or
 // 4 products per state row the CUDA cores are cheaper than the operand splits and the partial-sum
 // exchange; the tensor-core cost barely grows with T. Other instances keep the CUDA-core path.
+//
+// A bf16 checkpoint takes the same path (WindowMmaBf16: the state rows are exact bf16 operands;
+// fold_chunk_mma folds a bf16 chunk as it does for the row kernel). On the CUDA cores it ran slower
+// than the per-draft snapshot baseline, whose bytes halve with the state's (Qwen3.5-4B, batch 256:
+// T = 4 450.1 vs 435.2 µs, T = 8 879.4 vs 835.7).
 template <WindowMode WM, int kT, typename ST, typename AT>
-constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && kT >= 4 && std::is_same_v<ST, float> &&
+constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && kT >= 4 &&
+                                    (std::is_same_v<ST, float> || std::is_same_v<ST, __nv_bfloat16>) &&
                                     std::is_same_v<AT, __nv_bfloat16>;
 
 // heads: v-heads per CTA (1, or 2 of one k-head with whole V: kHeads of gdn_window_kernel). The
@@ -472,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   // belongs to head chunk_head(c); its fold and S_base use that head's e^Gh, weights and ring u.
   auto chunk_head = [&](int c) { return kHeads > 1 && c >= chunks_per_head ? 1 : 0; };
   if constexpr (kTensorCores) {
-    using Mma = WindowMma<K, kDots>;
+    using Mma = std::conditional_t<std::is_same_v<ST, float>, WindowMma<K, kDots>, WindowMmaBf16<K, kDots>>;
     const int part_size = Mma::part_floats(rows_per_stage);
     typename Mma::BFrags held;
     if constexpr (Mma::kHoldB) Mma::load_all_b(s_win_k, warp, lane, held);  // s_win_q follows s_win_k
@@ -504,10 +510,10 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
         __syncthreads();  // also: every warp's partials of chunk - 1 are in
         issue_chunk(chunk + kBuffers - 1);
         if (chunk > 0) finish_chunk(chunk - 1, folding);
-        float* const buf = stage_base + (chunk % kBuffers) * rows_per_stage * K;
+        ST* const buf = stage_base + (chunk % kBuffers) * rows_per_stage * K;
         if (folding) {
           const int hh = chunk_head(chunk);
-          fold_chunk_mma<K, float>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage,
+          fold_chunk_mma<K, ST>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage,
                                    s_scalars[hh], nh, s_weight + hh * R4, s_ring_k_raw,
                                    s_ring_u_raw + hh * R * tile_rows, tile_rows,
                                    reinterpret_cast<const __nv_bfloat16*>(s_zeros));

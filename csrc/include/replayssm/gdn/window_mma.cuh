@@ -16,26 +16,50 @@
 // 2t + 1 of its row (rows g and g + 8) and of its output row g. With the swizzle, the 8 lanes of
 // one shared-memory phase (rows g = 2q and 2q + 1) then read 8 distinct bank groups: row 2q's
 // pieces stay even, row 2q + 1's become odd. K = 64 leaves a warp 4 pieces: one per lane.
+//
+// A bf16 checkpoint takes WindowMmaBf16 (below): bf16 mma with the state rows as exact operands.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
+#include "replayssm/common/mma_bf16.cuh"
 #include "replayssm/common/mma_tf32.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
 
 namespace replayssm::gdn {
 
+// The partial sums both forms leave: part[(warp * rows + row) * kOutPad + m], one chunk of `rows`
+// rows, kOutPad = kOut rounded up to whole n-tiles of 8.
+template <int kOut>
+struct WindowPartials {
+  static_assert(kOut >= 2 && kOut <= 16, "kOut: 2 kT outputs, kT <= 8");
+  static constexpr int kNTiles = (kOut + 7) / 8;
+  static constexpr int kOutPad = 8 * kNTiles;
+
+  // Floats of `part` for one chunk of `rows` rows.
+  __host__ __device__ static constexpr int part_floats(int rows) { return kWarps * rows * kOutPad; }
+
+  // The product of chunk row r and output m: the warps' partials summed in warp order.
+  static __device__ __forceinline__ float total(const float* part, int rows, int r, int m) {
+    float x = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) x += part[(w * rows + r) * kOutPad + m];
+    return x;
+  }
+};
+
 template <int K, int kOut>
-struct WindowMma {
+struct WindowMma : WindowPartials<kOut> {
+  using WindowPartials<kOut>::kNTiles;
+  using WindowPartials<kOut>::kOutPad;
   static constexpr int kWarpPieces = K / 4 / kWarps;          // 16-byte pieces of a row per warp
   static constexpr int kHalves = kWarpPieces >= 8 ? 2 : 1;     // pieces per lane and block
   static constexpr int kBlockPieces = 4 * kHalves;
   static constexpr int kBlocks = kWarpPieces / kBlockPieces;
   static constexpr int kVals = 4 * kHalves;                    // fp32 values per lane, row and block
-  static constexpr int kNTiles = (kOut + 7) / 8;
-  static constexpr int kOutPad = 8 * kNTiles;                  // outputs per row in `part`
   // Independent accumulators per n-tile: one per product term (small.big, big.small, big.big),
   // times 2 by k-step parity when there is one n-tile, so no chain of dependent mma.sync is
   // longer than kVals / 2 / kParity. (Qwen3.5-4B, T = 4, batch 256, two runs: 348 µs per verify
@@ -47,10 +71,6 @@ struct WindowMma {
   // (every instance but K = 256 at T = 8, which reads them again for each chunk).
   static constexpr bool kHoldB = kNTiles * kBlocks * kVals * 2 <= 32;
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
-  static_assert(kOut >= 2 && kOut <= 16, "kOut: 2 kT outputs, kT <= 8");
-
-  // Floats of `part` for one chunk of `rows` rows.
-  __host__ __device__ static constexpr int part_floats(int rows) { return kWarps * rows * kOutPad; }
 
   // First piece of this lane's half h of block b (column 4 * piece).
   static __device__ __forceinline__ int piece(int warp, int b, int t, int h) {
@@ -146,13 +166,91 @@ struct WindowMma {
       }
     }
   }
+};
 
-  // The product of chunk row r and output m: the warps' partials summed in warp order.
-  static __device__ __forceinline__ float total(const float* part, int rows, int r, int m) {
-    float x = 0.f;
+// The same products for a bf16 checkpoint: the chunk's rows are exact bf16 A operands of
+// mma.sync m16n8k16 (16 rows, 16 k), and each window vector is split into two bf16 terms, hi =
+// bf16(w) and lo = bf16(w - hi), whose sum is w to 2^-17 |w|; a product is A.hi + A.lo, two mma
+// per 16 k. The interface (WindowPartials, BFrags, kHoldB, load_all_b, chunk) is WindowMma's.
+//
+// Which columns a lane reads: k-step s of warp w covers the 16 columns w K / 4 + 16 s ..; lane
+// (g, t) supplies the fragment's k pairs {2t, 2t + 1} and {2t + 8, 2t + 9}, which are taken to be
+// the 4 contiguous columns 4t .. 4t + 3 (one 8-byte load per row; A and B use the same order, and
+// the mma sums its 16 k in any order). Rows g and g + 8 share the swizzle key g. The 4 rows of a
+// half-warp phase read 2 pieces each, so rows 2q and 2q + 1 meet on one pair of bank groups (a
+// 2-way conflict on these loads).
+template <int K, int kOut>
+struct WindowMmaBf16 : WindowPartials<kOut> {
+  using WindowPartials<kOut>::kNTiles;
+  using WindowPartials<kOut>::kOutPad;
+  static constexpr int kWarpCols = K / kWarps;
+  static constexpr int kSteps = kWarpCols / 16;
+  static constexpr bool kHoldB = true;  // kNTiles * kSteps * 4 <= 32 registers
+  static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
+  static constexpr int kPieceElems = 8;  // bf16 elements per 16-byte piece
+
+  struct BFrags {
+    uint32_t hi[kNTiles][kSteps][2], lo[kNTiles][kSteps][2];
+  };
+
+  // This lane's B operand: output row m = 8 nt + g of the window (zeros past kOut), split.
+  static __device__ __forceinline__ void load_all_b(const float* s_win, int warp, int lane, BFrags& f) {
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) x += part[(w * rows + r) * kOutPad + m];
-    return x;
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      const int m = nt * 8 + g;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (m < kOut) w = *reinterpret_cast<const float4*>(s_win + m * K + warp * kWarpCols + 16 * s + 4 * t);
+        const float v[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * r], v[2 * r + 1]);
+          const __nv_bfloat162 l = __floats2bfloat162_rn(v[2 * r] - __low2float(h), v[2 * r + 1] - __high2float(h));
+          memcpy(&f.hi[nt][s][r], &h, 4);
+          memcpy(&f.lo[nt][s][r], &l, 4);
+        }
+      }
+    }
+  }
+
+  // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
+  // part[(warp * rows + row) * kOutPad + m].
+  static __device__ __forceinline__ void chunk(const __nv_bfloat16* buf, int rows, const float* /*s_win*/,
+                                               const BFrags& f, float* part) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    for (int m0 = 0; m0 < rows; m0 += 16) {
+      const bool lower = m0 + g < rows, upper = m0 + g + 8 < rows;  // this lane's two rows exist
+      float acc_hi[kNTiles][4], acc_lo[kNTiles][4];
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_hi[nt][e] = acc_lo[nt][e] = 0.f;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        const int col = warp * kWarpCols + 16 * s + 4 * t;
+        const int at = ((col / kPieceElems) ^ g) * kPieceElems + col % kPieceElems;  // key g (m0 % 16 == 0)
+        uint2 lo_row = make_uint2(0, 0), hi_row = make_uint2(0, 0);
+        if (lower) lo_row = *reinterpret_cast<const uint2*>(buf + (m0 + g) * K + at);
+        if (upper) hi_row = *reinterpret_cast<const uint2*>(buf + (m0 + g + 8) * K + at);
+        const uint32_t a[4] = {lo_row.x, hi_row.x, lo_row.y, hi_row.y};
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          mma_bf16_16816(acc_lo[nt], a, f.lo[nt][s][0], f.lo[nt][s][1]);
+          mma_bf16_16816(acc_hi[nt], a, f.hi[nt][s][0], f.hi[nt][s][1]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        float* dst = part + (warp * rows + m0 + g) * kOutPad + nt * 8 + 2 * t;
+        if (lower) *reinterpret_cast<float2*>(dst) = make_float2(acc_lo[nt][0] + acc_hi[nt][0], acc_lo[nt][1] + acc_hi[nt][1]);
+        if (upper)
+          *reinterpret_cast<float2*>(dst + 8 * kOutPad) =
+              make_float2(acc_lo[nt][2] + acc_hi[nt][2], acc_lo[nt][3] + acc_hi[nt][3]);
+      }
+    }
   }
 };
 
