@@ -3,6 +3,8 @@ the replay ops against the classic step over whole flush cycles with the cursors
 real commit op) must pass and it must write its JSON and table. GPU timing is not checked here."""
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +148,30 @@ def test_ncu_hotspots_rejects_a_file_without_the_sampling_columns(tmp_path, caps
     assert hs.main([str(path)]) == 2
     err = capsys.readouterr().err
     assert "Warp Stall Sampling (All Samples)" in err and "Instructions Executed" in err
+
+
+# The seed's anchor file (../shared/anchors next to the repository, as the project's docs place it);
+# REPLAYSSM_ANCHORS names another copy.
+ANCHOR_FILE = Path(os.environ.get("REPLAYSSM_ANCHORS",
+                                  Path(__file__).resolve().parents[2] / "shared" / "anchors" / "h200-seed-triton.json"))
+
+
+@pytest.mark.skipif(not ANCHOR_FILE.is_file(), reason=f"no anchor file at {ANCHOR_FILE}")
+def test_seed_anchor_tables_match_the_anchor_file():
+    """Every seed time the harness prints ("seed us", "x seed") is the anchor file's, rounded to
+    0.1 us: decode rows keyed by (batch, B = the seed's L), spec rows by (batch, T)."""
+    rows = json.loads(ANCHOR_FILE.read_text())["rows"]
+    anchor = {(r["kernel"], r["geometry"], r["batch"], r["L"], r["T"]): r["us"] for r in rows}
+    names = benchmark.SEED_ANCHOR_KERNELS
+    checked = 0
+    for (kernel, geometry), table in benchmark.SEED_ANCHOR_US.items():
+        for (batch, B), us in table.items():
+            assert us == round(anchor[(names.get(kernel, kernel), geometry, batch, B, None)], 1), \
+                (kernel, geometry, batch, B)
+            checked += 1
+    for (kernel, geometry), table in benchmark.SEED_SPEC_ANCHOR_US.items():
+        for (batch, T), us in table.items():
+            assert us == round(anchor[(names.get(kernel, kernel), geometry, batch, None, T)], 1), \
+                (kernel, geometry, batch, T)
+            checked += 1
+    assert checked == 232 + 112
