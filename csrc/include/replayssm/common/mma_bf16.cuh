@@ -35,6 +35,15 @@ __device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Two fp32 values as two bf16 pairs, hi + lo, within 2^-17 of the pair (lo rounds what hi left):
+// the first two terms of split_bf16x3, for an operand whose product may round.
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - __low2float(h), x1 - __high2float(h));
+  memcpy(&hi, &h, 4);
+  memcpy(&lo, &l, 4);
+}
+
 // Two fp32 values as three bf16 pairs whose sum is exactly the pair (hi + mid + lo == x: each term
 // takes the next 8 significant bits, and fp32 has 24), so a bf16 product against an exact bf16
 // operand loses nothing before the fp32 accumulation.

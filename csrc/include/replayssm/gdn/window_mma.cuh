@@ -23,7 +23,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "replayssm/common/mma_bf16.cuh"
 #include "replayssm/common/mma_tf32.cuh"
@@ -205,12 +204,7 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
         if (m < kOut) w = *reinterpret_cast<const float4*>(s_win + m * K + warp * kWarpCols + 16 * s + 4 * t);
         const float v[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * r], v[2 * r + 1]);
-          const __nv_bfloat162 l = __floats2bfloat162_rn(v[2 * r] - __low2float(h), v[2 * r + 1] - __high2float(h));
-          memcpy(&f.hi[nt][s][r], &h, 4);
-          memcpy(&f.lo[nt][s][r], &l, 4);
-        }
+        for (int r = 0; r < 2; ++r) split_bf16x2(v[2 * r], v[2 * r + 1], f.hi[nt][s][r], f.lo[nt][s][r]);
       }
     }
   }
@@ -232,10 +226,10 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
       for (int s = 0; s < kSteps; ++s) {
         const int col = warp * kWarpCols + 16 * s + 4 * t;
         const int at = ((col / kPieceElems) ^ g) * kPieceElems + col % kPieceElems;  // key g (m0 % 16 == 0)
-        uint2 lo_row = make_uint2(0, 0), hi_row = make_uint2(0, 0);
-        if (lower) lo_row = *reinterpret_cast<const uint2*>(buf + (m0 + g) * K + at);
-        if (upper) hi_row = *reinterpret_cast<const uint2*>(buf + (m0 + g + 8) * K + at);
-        const uint32_t a[4] = {lo_row.x, hi_row.x, lo_row.y, hi_row.y};
+        uint2 row_g = make_uint2(0, 0), row_g8 = make_uint2(0, 0);  // rows m0 + g and m0 + g + 8
+        if (lower) row_g = *reinterpret_cast<const uint2*>(buf + (m0 + g) * K + at);
+        if (upper) row_g8 = *reinterpret_cast<const uint2*>(buf + (m0 + g + 8) * K + at);
+        const uint32_t a[4] = {row_g.x, row_g8.x, row_g.y, row_g8.y};
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
           mma_bf16_16816(acc_lo[nt], a, f.lo[nt][s][0], f.lo[nt][s][1]);
