@@ -309,10 +309,11 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     ``hist .. hist+n-1``), ``out``. Rollback is :func:`commit` with the accepted count. See
     docs/contract.md, "Ops".
 
-    Numerics (CUDA): with ``T`` in 3..8 and bf16 activations, the products of the checkpoint with
-    the window's ``k̂_i`` and ``q̂_i`` run on tensor cores: for an fp32 ``state`` as 3xTF32 (each
-    product within ~2^-20 relative), for a bf16 ``state`` as bf16 mma with the state exact and
-    ``k̂_i`` / ``q̂_i`` split into two bf16 terms (within ~2^-16 relative), both far below the bf16
+    Numerics (CUDA): with bf16 activations, the products of the checkpoint with the window's
+    ``k̂_i`` and ``q̂_i`` run on tensor cores, for an fp32 ``state`` at ``T`` in 3..8 as bf16 mma
+    with both operands split into two bf16 terms (three products of the terms), for a bf16
+    ``state`` at ``T`` in 2..8 as bf16 mma with the state exact and ``k̂_i`` / ``q̂_i`` split into
+    two bf16 terms: each product within ~2^-16 relative, far below the bf16
     rounding of ``out`` and the ring entries; flush rows of either state fold on tensor cores with
     exact bf16 operands and fp32 accumulation. Every other case uses fp32 FMAs. The checkpoint a
     flush writes is the fp32 fold, rounded to the state's dtype.

@@ -406,7 +406,7 @@ SPEC_BT = [(Bcap, T) for Bcap in (8, 16, 32) for T in (1, 2, 4, 8)]
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("T,state,act", [(4, "fp32", "bf16"), (8, "fp32", "fp32"), (2, "fp16", "fp16"),
-                                         (1, "bf16", "bf16"), (4, "bf16", "bf16")])
+                                         (1, "bf16", "bf16"), (2, "bf16", "bf16"), (4, "bf16", "bf16")])
 def test_spec_long_run(device, T, state, act, spec_heads):
     """Over 200 steps of random windows (n in 1..T per row) and random acceptance, mixed flush
     phases, padding, replacements and folds on demand."""

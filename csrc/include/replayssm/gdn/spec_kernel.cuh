@@ -62,22 +62,24 @@ struct WindowSmem {
 };
 
 // Whether a window-kernel instance takes its window products and its fold on tensor cores: the
-// spec verify with window tiles of 4 and 8 tokens, an fp32 checkpoint and bf16 activations
-// (window_mma.cuh, fold_chunk_mma). The products feed only act-dtype outputs and ring entries,
-// which 3xTF32 serves at bf16; the fold needs the exact bf16 ring operands. Measured in one run
-// (Qwen3.5-4B, batch 256, B = 16, all accepted; µs per verify step, CUDA cores -> tensor cores):
-// T = 1 181.3 -> 234.6, T = 2 267.0 -> 282.2, T = 4 378.4 -> 332.4, T = 8 796.3 -> 565.6. With 2 or
-// 4 products per state row the CUDA cores are cheaper than the operand splits and the partial-sum
-// exchange; the tensor-core cost barely grows with T. Other instances keep the CUDA-core path.
+// spec verify with bf16 activations, window tiles of 4 and 8 tokens for an fp32 checkpoint and of 2
+// to 8 for a bf16 one (window_mma.cuh, fold_chunk_mma). The products feed only act-dtype outputs
+// and ring entries, which the split-bf16 products serve at bf16; the fold needs the exact bf16 ring
+// operands. Measured in one run for an fp32 checkpoint (session 5, 3xTF32 products; Qwen3.5-4B,
+// batch 256, B = 16, all accepted; µs per verify step, CUDA cores -> tensor cores): T = 1 181.3 ->
+// 234.6, T = 2 267.0 -> 282.2, T = 4 378.4 -> 332.4, T = 8 796.3 -> 565.6. With 2 or 4 products per
+// state row the CUDA cores are cheaper than the operand splits and the partial-sum exchange; the
+// tensor-core cost barely grows with T. Other instances keep the CUDA-core path.
 //
-// A bf16 checkpoint takes the same path (WindowMmaBf16: the state rows are exact bf16 operands;
-// fold_chunk_mma folds a bf16 chunk as it does for the row kernel). On the CUDA cores it ran slower
-// than the per-draft snapshot baseline, whose bytes halve with the state's (Qwen3.5-4B, batch 256:
-// T = 4 450.1 vs 435.2 µs, T = 8 879.4 vs 835.7).
+// A bf16 checkpoint takes the same path (WindowMmaBf16: the state rows are exact bf16 operands, so
+// only the window vectors are split; fold_chunk_mma folds a bf16 chunk as it does for the row
+// kernel). On the CUDA cores it ran no faster than the per-draft snapshot baseline, whose bytes
+// halve with the state's. Qwen3.5-4B, batch 256, one run per pair (µs, CUDA cores -> tensor cores):
+// T = 2 269.4 -> 169.5 (session 10), T = 4 431.6 -> 251.8, T = 8 881.0 -> 629.6 (session 9).
 template <WindowMode WM, int kT, typename ST, typename AT>
-constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && kT >= 4 &&
-                                    (std::is_same_v<ST, float> || std::is_same_v<ST, __nv_bfloat16>) &&
-                                    std::is_same_v<AT, __nv_bfloat16>;
+constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && std::is_same_v<AT, __nv_bfloat16> &&
+                                    ((std::is_same_v<ST, float> && kT >= 4) ||
+                                     (std::is_same_v<ST, __nv_bfloat16> && kT >= 2));
 
 // heads: v-heads per CTA (1, or 2 of one k-head with whole V: kHeads of gdn_window_kernel). The
 // sections marked "per head" repeat for each; "rows" is heads * tile_rows, the CTA's state rows.

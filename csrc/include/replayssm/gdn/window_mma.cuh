@@ -3,19 +3,24 @@
 // On the CUDA cores each state row took 2 kT dot products of K elements, every window element
 // read again from shared memory for every row group: at T = 4 that per-row work, not the state
 // stream, set the verify step's time (ncu: 52 % of the stall samples in it, 33 % of DRAM
-// bandwidth). Here a chunk of state rows is the A operand of mma.sync m16n8k8 (16 rows, 8 k) and
-// the window vectors are B (8 k, n = 8 outputs), both fp32 split into two tf32 terms (3xTF32,
-// common/mma_tf32.cuh): about fp32 accuracy on products that only feed act-dtype outputs.
+// bandwidth). Here a chunk of state rows is the A operand of mma.sync m16n8k16 (16 rows, 16 k) and
+// the window vectors are B (16 k, n = 8 outputs), both fp32 split into two bf16 terms (hi =
+// bf16(x), lo = bf16(x - hi): x to 2^-17 |x|); a product is lo.hi + hi.lo + hi.hi (lo.lo is below
+// 2^-17 of it), three mma per 16 k, within ~2^-16 relative: far below the act-dtype rounding of the
+// outputs and ring entries these products feed. Session 5 ran 3xTF32 (m16n8k8, six mma per 16 k);
+// the bf16 split halves the tensor-pipe instructions for one more ALU instruction per value of A,
+// and ran Qwen3.5-4B batch 256 T = 4 / 8 at 271.6 / 468.2 µs against 277.9 / 493.1 in one run.
 //
 // The state chunk is fp32 in the swizzled stage layout (kSwizzleRows). Warp w takes the columns
 // [w K / 4, (w + 1) K / 4) of every row, so the four warps' partial sums of a (row, output) pair
 // meet in shared memory (`part`, summed in a fixed order: the result does not depend on timing).
 //
-// Which columns a lane reads: an mma step sums over its 8 k in any order as long as A and B use
-// the same one, so lane (g, t) takes whole 16-byte pieces: in a block of 8 pieces, pieces 2t and
-// 2t + 1 of its row (rows g and g + 8) and of its output row g. With the swizzle, the 8 lanes of
-// one shared-memory phase (rows g = 2q and 2q + 1) then read 8 distinct bank groups: row 2q's
-// pieces stay even, row 2q + 1's become odd. K = 64 leaves a warp 4 pieces: one per lane.
+// Which columns a lane reads: an mma step sums over its 16 k in any order as long as A and B use
+// the same one, so the k pairs {2t, 2t + 1} and {2t + 8, 2t + 9} that lane (g, t) supplies are
+// taken to be one whole 16-byte piece: in a block of 4 kHalves pieces, k-step h of the block takes
+// piece kHalves t + h of its rows (g and g + 8) and of its output row g. With the swizzle, the 8
+// lanes of one shared-memory phase (rows g = 2q and 2q + 1) then read 8 distinct bank groups. K =
+// 64 leaves a warp 4 pieces: one k-step, one piece per lane.
 //
 // A bf16 checkpoint takes WindowMmaBf16 (below): bf16 mma with the state rows as exact operands.
 #pragma once
@@ -25,7 +30,6 @@
 #include <cstdint>
 
 #include "replayssm/common/mma_bf16.cuh"
-#include "replayssm/common/mma_tf32.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
 
 namespace replayssm::gdn {
@@ -54,111 +58,87 @@ template <int K, int kOut>
 struct WindowMma : WindowPartials<kOut> {
   using WindowPartials<kOut>::kNTiles;
   using WindowPartials<kOut>::kOutPad;
-  static constexpr int kWarpPieces = K / 4 / kWarps;          // 16-byte pieces of a row per warp
-  static constexpr int kHalves = kWarpPieces >= 8 ? 2 : 1;     // pieces per lane and block
+  static constexpr int kWarpPieces = K / 4 / kWarps;        // 16-byte pieces (4 fp32) of a row per warp
+  static constexpr int kHalves = kWarpPieces >= 8 ? 2 : 1;  // k-steps per lane and block
   static constexpr int kBlockPieces = 4 * kHalves;
   static constexpr int kBlocks = kWarpPieces / kBlockPieces;
-  static constexpr int kVals = 4 * kHalves;                    // fp32 values per lane, row and block
-  // Independent accumulators per n-tile: one per product term (small.big, big.small, big.big),
-  // times 2 by k-step parity when there is one n-tile, so no chain of dependent mma.sync is
-  // longer than kVals / 2 / kParity. (Qwen3.5-4B, T = 4, batch 256, two runs: 348 µs per verify
-  // step with one accumulator and both split terms rounded, 339 with the six chains and the
-  // truncated split of A.)
-  static constexpr int kParity = kNTiles == 1 ? 2 : 1;
-  static constexpr int kChains = 3 * kParity;
-  // The B fragments stay in registers over the whole stream when they take at most 32 of them
-  // (every instance but K = 256 at T = 8, which reads them again for each chunk).
-  static constexpr bool kHoldB = kNTiles * kBlocks * kVals * 2 <= 32;
+  static constexpr int kSteps = kBlocks * kHalves;
+  static constexpr bool kHoldB = true;  // kNTiles * kSteps * 4 <= 32 registers
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
 
-  // First piece of this lane's half h of block b (column 4 * piece).
+  // First column / 4 of this lane's k-step h of block b.
   static __device__ __forceinline__ int piece(int warp, int b, int t, int h) {
     return warp * kWarpPieces + b * kBlockPieces + kHalves * t + h;
   }
 
+  // Four fp32 values as the hi and lo bf16 pairs of the k pairs {0, 1} and {2, 3}.
+  static __device__ __forceinline__ void split4(const float4& x, uint32_t (&hi)[2], uint32_t (&lo)[2]) {
+    split_bf16x2(x.x, x.y, hi[0], lo[0]);
+    split_bf16x2(x.z, x.w, hi[1], lo[1]);
+  }
+
   struct BFrags {
-    uint32_t big[kNTiles][kBlocks][kVals], small[kNTiles][kBlocks][kVals];
+    uint32_t hi[kNTiles][kSteps][2], lo[kNTiles][kSteps][2];
   };
 
   // This lane's B operand: output row m = 8 nt + g of the window (zeros past kOut), split.
-  static __device__ __forceinline__ void load_b(const float* s_win, int warp, int lane, int b, BFrags& f) {
+  static __device__ __forceinline__ void load_all_b(const float* s_win, int warp, int lane, BFrags& f) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) {
       const int m = nt * 8 + g;
 #pragma unroll
-      for (int h = 0; h < kHalves; ++h) {
-        float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (m < kOut) w = *reinterpret_cast<const float4*>(s_win + m * K + 4 * piece(warp, b, t, h));
-        const float v[4] = {w.x, w.y, w.z, w.w};
+      for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) split_tf32(v[e], f.big[nt][b][4 * h + e], f.small[nt][b][4 * h + e]);
-      }
+        for (int h = 0; h < kHalves; ++h) {
+          float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (m < kOut) w = *reinterpret_cast<const float4*>(s_win + m * K + 4 * piece(warp, b, t, h));
+          split4(w, f.hi[nt][b * kHalves + h], f.lo[nt][b * kHalves + h]);
+        }
     }
-  }
-  static __device__ __forceinline__ void load_all_b(const float* s_win, int warp, int lane, BFrags& f) {
-#pragma unroll
-    for (int b = 0; b < kBlocks; ++b) load_b(s_win, warp, lane, b, f);
   }
 
   // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
-  // part[(warp * rows + row) * kOutPad + m]. held: the B fragments (kHoldB), else
-  // read from s_win here.
-  static __device__ __forceinline__ void chunk(const float* buf, int rows, const float* s_win, const BFrags& held,
+  // part[(warp * rows + row) * kOutPad + m].
+  static __device__ __forceinline__ void chunk(const float* buf, int rows, const float* /*s_win*/, const BFrags& f,
                                                float* part) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     for (int m0 = 0; m0 < rows; m0 += 16) {
       const bool lower = m0 + g < rows, upper = m0 + g + 8 < rows;  // this lane's two rows exist
-      float acc[kNTiles][kChains][4];
+      // One accumulator per product term (lo.hi, hi.lo, hi.hi): three independent mma chains.
+      float acc[kNTiles][3][4];
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-        for (int c = 0; c < kChains; ++c) acc[nt][c][0] = acc[nt][c][1] = acc[nt][c][2] = acc[nt][c][3] = 0.f;
+        for (int c = 0; c < 3; ++c) acc[nt][c][0] = acc[nt][c][1] = acc[nt][c][2] = acc[nt][c][3] = 0.f;
 #pragma unroll
-      for (int b = 0; b < kBlocks; ++b) {
-        // Rows m0 + g and m0 + g + 8 share the swizzle key g (m0 is a multiple of 16).
-        uint32_t a_big[2][kVals], a_small[2][kVals];
+      for (int b = 0; b < kBlocks; ++b)
 #pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row) {
-          const float* row = buf + (m0 + g + 8 * half_row) * K;
-#pragma unroll
-          for (int h = 0; h < kHalves; ++h) {
-            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (half_row == 0 ? lower : upper) x = *reinterpret_cast<const float4*>(row + 4 * (piece(warp, b, t, h) ^ g));
-            const float v[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-              split_tf32_trunc(v[e], a_big[half_row][4 * h + e], a_small[half_row][4 * h + e]);
-          }
-        }
-        BFrags local;
-        if constexpr (!kHoldB) load_b(s_win, warp, lane, b, local);
-        const BFrags& f = kHoldB ? held : local;
-#pragma unroll
-        for (int s = 0; s < kVals / 2; ++s) {  // k-step s: values 2s, 2s + 1 of each row
-          const uint32_t ab[4] = {a_big[0][2 * s], a_big[1][2 * s], a_big[0][2 * s + 1], a_big[1][2 * s + 1]};
-          const uint32_t as[4] = {a_small[0][2 * s], a_small[1][2 * s], a_small[0][2 * s + 1], a_small[1][2 * s + 1]};
-          const int c = 3 * (s % kParity);
+        for (int h = 0; h < kHalves; ++h) {
+          const int at = 4 * (piece(warp, b, t, h) ^ g);  // rows m0 + g and m0 + g + 8 share the key g
+          float4 row_g = make_float4(0.f, 0.f, 0.f, 0.f), row_g8 = row_g;
+          if (lower) row_g = *reinterpret_cast<const float4*>(buf + (m0 + g) * K + at);
+          if (upper) row_g8 = *reinterpret_cast<const float4*>(buf + (m0 + g + 8) * K + at);
+          uint32_t hi_g[2], lo_g[2], hi_g8[2], lo_g8[2];
+          split4(row_g, hi_g, lo_g);
+          split4(row_g8, hi_g8, lo_g8);
+          const uint32_t a_hi[4] = {hi_g[0], hi_g8[0], hi_g[1], hi_g8[1]};
+          const uint32_t a_lo[4] = {lo_g[0], lo_g8[0], lo_g[1], lo_g8[1]};
+          const int s = b * kHalves + h;
 #pragma unroll
           for (int nt = 0; nt < kNTiles; ++nt) {
-            mma_tf32_1688(acc[nt][c], as, f.big[nt][b][2 * s], f.big[nt][b][2 * s + 1]);
-            mma_tf32_1688(acc[nt][c + 1], ab, f.small[nt][b][2 * s], f.small[nt][b][2 * s + 1]);
-            mma_tf32_1688(acc[nt][c + 2], ab, f.big[nt][b][2 * s], f.big[nt][b][2 * s + 1]);
+            mma_bf16_16816(acc[nt][0], a_lo, f.hi[nt][s][0], f.hi[nt][s][1]);
+            mma_bf16_16816(acc[nt][1], a_hi, f.lo[nt][s][0], f.lo[nt][s][1]);
+            mma_bf16_16816(acc[nt][2], a_hi, f.hi[nt][s][0], f.hi[nt][s][1]);
           }
         }
-      }
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
-        // The small terms first, so they meet each other before the big.big sum.
+        // The two small terms meet each other before the hi.hi sum.
         float sum[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float small = 0.f, big = 0.f;
-#pragma unroll
-          for (int q = 0; q < kParity; ++q) small += acc[nt][3 * q][e] + acc[nt][3 * q + 1][e], big += acc[nt][3 * q + 2][e];
-          sum[e] = small + big;
-        }
+        for (int e = 0; e < 4; ++e) sum[e] = (acc[nt][0][e] + acc[nt][1][e]) + acc[nt][2][e];
         float* dst = part + (warp * rows + m0 + g) * kOutPad + nt * 8 + 2 * t;
         if (lower) *reinterpret_cast<float2*>(dst) = make_float2(sum[0], sum[1]);
         if (upper) *reinterpret_cast<float2*>(dst + 8 * kOutPad) = make_float2(sum[2], sum[3]);
