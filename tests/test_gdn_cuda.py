@@ -406,7 +406,8 @@ SPEC_BT = [(Bcap, T) for Bcap in (8, 16, 32) for T in (1, 2, 4, 8)]
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("T,state,act", [(4, "fp32", "bf16"), (8, "fp32", "fp32"), (2, "fp16", "fp16"),
-                                         (1, "bf16", "bf16"), (2, "bf16", "bf16"), (4, "bf16", "bf16")])
+                                         (1, "bf16", "bf16"), (2, "bf16", "bf16"), (4, "bf16", "bf16"),
+                                         (8, "bf16", "bf16")])
 def test_spec_long_run(device, T, state, act, spec_heads):
     """Over 200 steps of random windows (n in 1..T per row) and random acceptance, mixed flush
     phases, padding, replacements and folds on demand."""
@@ -439,6 +440,7 @@ def test_spec_sweep(device, Bcap, T, spec_heads):
     (WIDE, 3, 4, "fp32", "bf16"),     # the tensor-core fold at K = 256: 8-row chunks (half an m16 tile)
     (QWEN4B, 5, 4, "bf16", "bf16"),   # bf16 checkpoint: window products as bf16 mma (32-row chunks)
     (WIDE, 3, 8, "bf16", "bf16"),     # the same at K = 256 (16-row chunks) with two n-tiles
+    (QWEN4B, 6, 8, "bf16", "bf16"),   # bf16 at T = 8, K = 128: two stage buffers (window_stages)
 ])
 def test_spec_geometries(device, geo, rows, T, state, act, spec_heads):
     if spec_heads == "pairs" and (geo.HV // geo.H) % 2:

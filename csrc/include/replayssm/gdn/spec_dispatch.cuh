@@ -22,7 +22,8 @@ struct WindowLauncher {
     constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
     const int T = kSpec ? kT : p.max_tokens;
     auto smem_bytes = [&](int tile_rows, int heads) {
-      const int stages = heads == 2 ? window_stages<2, kT>() : window_stages<1, kT>();
+      const int stages =
+          heads == 2 ? window_stages<2, kT, K, ST, kTensorCores>() : window_stages<1, kT, K, ST, kTensorCores>();
       return window_smem(kSpec, kTensorCores, p.ring_len, T, tile_rows, K, static_cast<int>(sizeof(ST)),
                          static_cast<int>(sizeof(AT)), heads, stages)
                  .total *

@@ -48,9 +48,16 @@ constexpr int kWindowStages = 3;
 // than one head's at K = 128) and 3 buffers it fits 3 CTAs per SM instead of 4, where the pair
 // measured no gain over one head (H200, Qwen3.5-4B, batch 256: 294.4 vs 296.6 us); with 2 it fits
 // 4, and 4 CTAs still keep 8 buffers of 8 KB per SM in flight: 294.1 vs 277.3 us in one run.
-template <int kHeads, int kT>
+// A 2-byte state on the tensor cores at K <= 128 also streams through 2 at T = 8: its 8 KB stage
+// holds twice an fp32 stage's rows, so the partial products of a chunk (window_smem's `part`) take
+// twice the space, and with 3 buffers one CTA per SM fewer fit than with an fp32 state (K = 128,
+// B = 16, one head: 75.1 KB, 2 CTAs per SM; with 2 buffers 67.1 KB, 3). At T = 4 one head fits 4
+// either way (53.2 KB).
+template <int kHeads, int kT, int K, typename ST, bool kTensorCores>
 constexpr int window_stages() {
-  return kHeads == 2 && kT == 4 ? 2 : kWindowStages;
+  if (kHeads == 2 && kT == 4) return 2;
+  if (kTensorCores && sizeof(ST) == 2 && kT == 8 && K <= 128) return 2;
+  return kWindowStages;
 }
 
 // Shared memory of the window kernel, in floats; every section starts on a 16-byte boundary.
@@ -152,8 +159,8 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
   static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
                 "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");
-  constexpr int kBuffers = window_stages<kHeads, kT>();
   constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
+  constexpr int kBuffers = window_stages<kHeads, kT, K, ST, kTensorCores>();
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
                 "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
   constexpr int kDots = kSpec ? 2 * kT : 2;  // dot products per state row: k̂_i then q̂_i, i < kT
