@@ -489,8 +489,8 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   if constexpr (kTensorCores) {
     using Mma = std::conditional_t<std::is_same_v<ST, float>, WindowMma<K, kDots>, WindowMmaBf16<K, kDots>>;
     const int part_size = Mma::part_floats(rows_per_stage);
-    typename Mma::BFrags held;
-    if constexpr (Mma::kHoldB) Mma::load_all_b(s_win_k, warp, lane, held);  // s_win_q follows s_win_k
+    typename Mma::BFrags held;  // the window's B fragments, in registers over the whole stream
+    Mma::load_all_b(s_win_k, warp, lane, held);  // s_win_q follows s_win_k
     // Chunk c's products into S_base k̂_i and S_base q̂_i: the folded chunk is S_base; otherwise
     // e^Gh S0 + the history terms already there. A thread takes row fin_row of every chunk and
     // outputs fin_m, fin_m + fin_step, ... (rows_per_stage is a power of two up to 32; dividing
@@ -535,7 +535,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
             store_state_row<K, ST>(state_head + static_cast<int64_t>(v0 + chunk * rows_per_stage + rr) * K, sub, s);
           }
         }
-        Mma::chunk(buf, rows_per_stage, s_win_k, held, s_part + (chunk & 1) * part_size);
+        Mma::chunk(buf, rows_per_stage, held, s_part + (chunk & 1) * part_size);
       }
       cp_async_wait<0>();
       __syncthreads();

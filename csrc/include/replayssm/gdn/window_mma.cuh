@@ -63,7 +63,6 @@ struct WindowMma : WindowPartials<kOut> {
   static constexpr int kBlockPieces = 4 * kHalves;
   static constexpr int kBlocks = kWarpPieces / kBlockPieces;
   static constexpr int kSteps = kBlocks * kHalves;
-  static constexpr bool kHoldB = true;  // kNTiles * kSteps * 4 <= 32 registers
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
 
   // First column / 4 of this lane's k-step h of block b.
@@ -77,6 +76,7 @@ struct WindowMma : WindowPartials<kOut> {
     split_bf16x2(x.z, x.w, hi[1], lo[1]);
   }
 
+  // The B fragments, held in registers over the whole stream (kNTiles * kSteps * 4 <= 32 of them).
   struct BFrags {
     uint32_t hi[kNTiles][kSteps][2], lo[kNTiles][kSteps][2];
   };
@@ -100,8 +100,7 @@ struct WindowMma : WindowPartials<kOut> {
 
   // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
   // part[(warp * rows + row) * kOutPad + m].
-  static __device__ __forceinline__ void chunk(const float* buf, int rows, const float* /*s_win*/, const BFrags& f,
-                                               float* part) {
+  static __device__ __forceinline__ void chunk(const float* buf, int rows, const BFrags& f, float* part) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     for (int m0 = 0; m0 < rows; m0 += 16) {
@@ -150,7 +149,7 @@ struct WindowMma : WindowPartials<kOut> {
 // The same products for a bf16 checkpoint: the chunk's rows are exact bf16 A operands of
 // mma.sync m16n8k16 (16 rows, 16 k), and each window vector is split into two bf16 terms, hi =
 // bf16(w) and lo = bf16(w - hi), whose sum is w to 2^-17 |w|; a product is A.hi + A.lo, two mma
-// per 16 k. The interface (WindowPartials, BFrags, kHoldB, load_all_b, chunk) is WindowMma's.
+// per 16 k. The interface (WindowPartials, BFrags, load_all_b, chunk) is WindowMma's.
 //
 // Which columns a lane reads: k-step s of warp w covers the 16 columns w K / 4 + 16 s ..; lane
 // (g, t) supplies the fragment's k pairs {2t, 2t + 1} and {2t + 8, 2t + 9}, which are taken to be
@@ -164,7 +163,6 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
   using WindowPartials<kOut>::kOutPad;
   static constexpr int kWarpCols = K / kWarps;
   static constexpr int kSteps = kWarpCols / 16;
-  static constexpr bool kHoldB = true;  // kNTiles * kSteps * 4 <= 32 registers
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
   static constexpr int kPieceElems = 8;  // bf16 elements per 16-byte piece
 
@@ -191,8 +189,7 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
 
   // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
   // part[(warp * rows + row) * kOutPad + m].
-  static __device__ __forceinline__ void chunk(const __nv_bfloat16* buf, int rows, const float* /*s_win*/,
-                                               const BFrags& f, float* part) {
+  static __device__ __forceinline__ void chunk(const __nv_bfloat16* buf, int rows, const BFrags& f, float* part) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     for (int m0 = 0; m0 < rows; m0 += 16) {
