@@ -125,34 +125,33 @@ struct SpecMmaStream {
   int tile_rows;   // kHeads * plen
   int plen;        // rows of each head
 
-  __device__ __forceinline__ void load_unit(int m0, int u, Unit& v) const {
+  // f(r, col, ss, h, half) for each pair of values of unit u of the tile at row m0 that this lane
+  // holds: v[ss][h][2 half], v[ss][h][2 half + 1] are state row r, columns col and col + 1.
+  template <typename F>
+  __device__ __forceinline__ static void for_each_pair(int m0, int u, F&& f) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int ss = 0; ss < kStepsPerUnit; ++ss)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = m0 + g + 8 * half, col = 16 * (u * kStepsPerUnit + ss) + 8 * h + 2 * t;
-          float2 x = make_float2(0.f, 0.f);
-          if (r < tile_rows) x = __ldcs(reinterpret_cast<const float2*>(S + static_cast<int64_t>(r) * N + col));
-          v[ss][h][2 * half] = x.x, v[ss][h][2 * half + 1] = x.y;
-        }
+        for (int half = 0; half < 2; ++half) f(m0 + g + 8 * half, 16 * (u * kStepsPerUnit + ss) + 8 * h + 2 * t, ss, h, half);
+  }
+
+  __device__ __forceinline__ void load_unit(int m0, int u, Unit& v) const {
+    for_each_pair(m0, u, [&](int r, int col, int ss, int h, int half) {
+      float2 x = make_float2(0.f, 0.f);
+      if (r < tile_rows) x = __ldcs(reinterpret_cast<const float2*>(S + static_cast<int64_t>(r) * N + col));
+      v[ss][h][2 * half] = x.x, v[ss][h][2 * half + 1] = x.y;
+    });
   }
 
   __device__ __forceinline__ void store_unit(int m0, int u, const Unit& v) const {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int ss = 0; ss < kStepsPerUnit; ++ss)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = m0 + g + 8 * half, col = 16 * (u * kStepsPerUnit + ss) + 8 * h + 2 * t;
-          if (r < tile_rows)
-            __stcs(reinterpret_cast<float2*>(S + static_cast<int64_t>(r) * N + col),
-                   make_float2(v[ss][h][2 * half], v[ss][h][2 * half + 1]));
-        }
+    for_each_pair(m0, u, [&](int r, int col, int ss, int h, int half) {
+      if (r < tile_rows)
+        __stcs(reinterpret_cast<float2*>(S + static_cast<int64_t>(r) * N + col),
+               make_float2(v[ss][h][2 * half], v[ss][h][2 * half + 1]));
+    });
   }
 
   // The fold of unit u of the tile at row m0, in place: v = c0 v + X B over the unit's columns.
