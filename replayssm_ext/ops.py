@@ -172,7 +172,7 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     launch) overrides that choice for measurements and tests, and ``2`` raises where the heads per
     group are odd. Results agree up to rounding either way.
 
-    Numerics (CUDA): with an fp32 ``state``, bf16 activations, ``T`` in 3..8, dstate ``N`` a multiple
+    Numerics (CUDA): with an fp32 ``state``, bf16 activations, ``T`` in 5..8, dstate ``N`` a multiple
     of 32, headdim ``P`` a multiple of 16 and a 16-byte aligned ``state`` view, the state stream runs
     on tensor cores (bf16 mma with fp32 accumulation): the products of the checkpoint with the
     window's ``C`` take each state value as two bf16 terms (within ~2^-17 relative) against the exact

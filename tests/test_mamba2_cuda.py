@@ -429,9 +429,9 @@ def spec_stream(request, monkeypatch):
 
 @spec_only
 @pytest.mark.parametrize("geo,Bcap,T,rows", [
-    (NANO, 16, 4, 3),    # P = 80: 5 row tiles per head, a pair's 10 over 4 warps
+    (NANO, 16, 6, 3),    # P = 80: 5 row tiles per head, a pair's 10 over 4 warps
     (SUPER, 16, 8, 3),
-    (ODD, 32, 4, 6),     # histories past 16 entries: the fold's second k-step of entries
+    (ODD, 32, 5, 6),     # histories past 16 entries: the fold's second k-step of entries
     (ODD, 8, 8, 6),      # N = 64: two units of columns
 ])
 def test_spec_stream_forms(geo, Bcap, T, rows, spec_heads, spec_stream):
@@ -444,16 +444,19 @@ def test_spec_stream_forms(geo, Bcap, T, rows, spec_heads, spec_stream):
 
 
 @spec_only
-@pytest.mark.parametrize("value,act,geo,message", [
-    ("1", torch.float16, ODD, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16"),
-    ("1", torch.bfloat16, Mamba2Geo(H=4, P=24, N=64, G=2), "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs "
-                                                           "headdim P a multiple of 16"),
-    ("2", torch.bfloat16, ODD, "REPLAYSSM_M2_SPEC_MMA must be 0 or 1"),
+@pytest.mark.parametrize("value,act,geo,T,message", [
+    ("1", torch.float16, ODD, 8, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16"),
+    ("1", torch.bfloat16, ODD, 4, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, "
+                                  "bf16 activations, windows of 5 to 8 tokens"),
+    ("1", torch.bfloat16, Mamba2Geo(H=4, P=24, N=64, G=2), 8, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs "
+                                                              "headdim P a multiple of 16"),
+    ("2", torch.bfloat16, ODD, 8, "REPLAYSSM_M2_SPEC_MMA must be 0 or 1"),
 ])
-def test_spec_stream_override_errors(value, act, geo, message, monkeypatch):
-    """REPLAYSSM_M2_SPEC_MMA=1 where the tensor-core stream cannot run, or a value other than 0 / 1:
-    the error names the variable and why, and the launch writes nothing."""
-    call, cache, out = _two_row_spec(geo, act, T=4, R=8, seed=7)
+def test_spec_stream_override_errors(value, act, geo, T, message, monkeypatch):
+    """REPLAYSSM_M2_SPEC_MMA=1 where the tensor-core stream cannot run (the dtypes, a 4-token window,
+    headdim), or a value other than 0 / 1: the error names the variable and why, and the launch
+    writes nothing."""
+    call, cache, out = _two_row_spec(geo, act, T=T, R=16, seed=7)
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_MMA", value)
     _assert_launch_fails_cleanly(call, cache, out, message)
 

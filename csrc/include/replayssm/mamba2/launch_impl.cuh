@@ -107,7 +107,7 @@ inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma)
   if (std::strcmp(v, "1") != 0) return "REPLAYSSM_M2_SPEC_MMA must be 0 or 1";
   if (!built)
     return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16 activations, "
-           "windows of 3 to 8 tokens and dstate a multiple of 16 up to 128";
+           "windows of 5 to 8 tokens and dstate a multiple of 32";
   if (!fits)
     return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs headdim P a multiple of 16 and a 16-byte aligned "
            "state view";

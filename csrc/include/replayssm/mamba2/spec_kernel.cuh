@@ -24,7 +24,7 @@
 // Each state row meets all kT C vectors while it is in registers: kT dot products per row, reduced
 // across the row's lanes with RowLayout::row_sums (about kT + log2(lanes) shuffles, not kT log2).
 //
-// Tensor cores: with an fp32 checkpoint and bf16 activations at T >= 3 (kMma; spec_mma.cuh) the
+// Tensor cores: with an fp32 checkpoint and bf16 activations at T = 5..8 (kMma; spec_mma.cuh) the
 // state stream's products and the flush rows' fold run as bf16 mma from registers, and the B_k . C_i
 // products as mma from the staged entries; the per-p replay sums stay on the CUDA cores. The other
 // instances keep everything on the CUDA cores.

@@ -1,5 +1,5 @@
 // The Mamba-2 spec verify's state stream on tensor cores (mamba2_spec_verify with an fp32
-// checkpoint, bf16 activations and a window tile of 4 or 8 tokens; spec_kernel.cuh's kMma).
+// checkpoint, bf16 activations and the 8-token window tile, T = 5..8; spec_kernel.cuh's kMma).
 //
 // Why: the CUDA-core stream (TileStream) gives every state element kT FMAs with the window's C
 // vectors plus its share of the lane reductions, and a flush row's fold hist more FMAs with five
@@ -36,14 +36,16 @@
 namespace replayssm::mamba2 {
 
 // The instances that take the tensor-core stream: an fp32 checkpoint (split for the products,
-// exact accumulator of the fold), bf16 activations (the C and B_j operands exact), windows of 4
-// and 8 tokens (at T <= 2 the CUDA cores have few products per element to save), N in whole
-// units of two k-steps. The launcher also requires, at run time, P % 16 == 0 (tiles never
+// exact accumulator of the fold), bf16 activations (the C and B_j operands exact), the 8-token
+// window tile (T = 5..8), N in whole units of two k-steps. H200, batch 256, B = 16, all accepted,
+// same run: at T = 8 the tensor cores take nano 766.9 -> 619.7 us and super 813.6 -> 660.0, but
+// at T = 4 they lose (nano 429.4 -> 464.5, super 475.2 -> 496.6): four products per state element
+// do not pay for the split into two bf16 terms and the fragment traffic. The launcher also requires, at run time, P % 16 == 0 (tiles never
 // straddle a head, the fold's ldmatrix rows stay 16-byte aligned) and a 16-byte aligned state view
 // (spec_mma_choice).
 template <typename Act, typename St, int N, int kT>
 constexpr bool kSpecMma =
-    std::is_same_v<St, float> && std::is_same_v<Act, __nv_bfloat16> && kT >= 4 && N % 32 == 0;
+    std::is_same_v<St, float> && std::is_same_v<Act, __nv_bfloat16> && kT == 8 && N % 32 == 0;
 
 // Rows of P per CTA chunk are whole 16-row tiles (choose_p_chunk's unit for these instances).
 constexpr int kSpecMmaTileRows = 16;
