@@ -172,6 +172,16 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     launch) overrides that choice for measurements and tests, and ``2`` raises where the heads per
     group are odd. Results agree up to rounding either way.
 
+    Numerics (CUDA): with an fp32 ``state``, bf16 activations, ``T`` in 5..8, dstate ``N`` a multiple
+    of 32, headdim ``P`` a multiple of 16 and a 16-byte aligned ``state`` view, the state stream runs
+    on tensor cores (bf16 mma with fp32 accumulation): the products of the checkpoint with the
+    window's ``C`` take each state value as two bf16 terms (within ~2^-17 relative) against the exact
+    bf16 ``C``, far below the bf16 rounding of ``out``; a flush row's fold takes ``s_j x_j`` as three
+    bf16 terms (exact) against the exact bf16 ``B_j``, so the checkpoint it writes differs from the
+    CUDA-core fold only in the order of its fp32 sums. Every other case uses fp32 FMAs. The variable
+    ``REPLAYSSM_M2_SPEC_MMA`` (read at every launch) forces the CUDA cores with ``0`` and the tensor
+    cores with ``1``, which raises where they cannot run.
+
     Returns ``out``.
     """
     op = "mamba2_spec_verify"

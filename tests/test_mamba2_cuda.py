@@ -416,6 +416,80 @@ def test_spec_model_geometries(geo, T, spec_heads):
     run_checked(Mamba2(NANO if geo == "nano" else SUPER), cfg)
 
 
+# --- the spec kernel's two state streams ---------------------------------------------------------
+
+@pytest.fixture(params=["mma", "cuda_cores"])
+def spec_stream(request, monkeypatch):
+    """The spec kernel's state stream, forced: on tensor cores (REPLAYSSM_M2_SPEC_MMA=1, which raises
+    where that stream cannot run, so these tests cannot pass on the other one) or on the CUDA cores
+    (=0). Without the variable the launcher takes tensor cores wherever they can run."""
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_MMA", "1" if request.param == "mma" else "0")
+    return request.param
+
+
+@spec_only
+@pytest.mark.parametrize("geo,Bcap,T,rows", [
+    (NANO, 16, 6, 3),    # P = 80: 5 row tiles per head, a pair's 10 over 4 warps
+    (SUPER, 16, 8, 3),
+    (ODD, 32, 5, 6),     # histories past 16 entries: the fold's second k-step of entries
+    (ODD, 8, 8, 6),      # N = 64: two units of columns
+])
+def test_spec_stream_forms(geo, Bcap, T, rows, spec_heads, spec_stream):
+    """fp32 checkpoint, bf16 activations (the tensor-core stream's instances), 16-byte aligned caches,
+    over two flush cycles per row with varlen windows, random acceptance, padding and folds on
+    demand: both streams against the recurrence."""
+    cfg = _spec_cfg(Bcap=Bcap, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(Bcap, T, rows), state="fp32",
+                    act="bf16", paged=False, null_slot=0, fold_prob=0.03, seed=1500 + Bcap + T + rows)
+    run_checked(Mamba2(geo), cfg)
+
+
+@spec_only
+@pytest.mark.parametrize("value,act,geo,T,message", [
+    ("1", torch.float16, ODD, 8, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16"),
+    ("1", torch.bfloat16, ODD, 4, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, "
+                                  "bf16 activations, windows of 5 to 8 tokens"),
+    ("1", torch.bfloat16, Mamba2Geo(H=4, P=24, N=64, G=2), 8, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs "
+                                                              "headdim P a multiple of 16"),
+    ("2", torch.bfloat16, ODD, 8, "REPLAYSSM_M2_SPEC_MMA must be 0 or 1"),
+])
+def test_spec_stream_override_errors(value, act, geo, T, message, monkeypatch):
+    """REPLAYSSM_M2_SPEC_MMA=1 where the tensor-core stream cannot run (the dtypes, a 4-token window,
+    headdim), or a value other than 0 / 1: the error names the variable and why, and the launch
+    writes nothing."""
+    call, cache, out = _two_row_spec(geo, act, T=T, R=16, seed=7)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_MMA", value)
+    _assert_launch_fails_cleanly(call, cache, out, message)
+
+
+def _two_row_spec(geo, act, T, R, seed):
+    """Two live rows of one T-token window each on fresh caches (fp32 checkpoint, zero cursors):
+    the spec-verify call, its cache and its NaN-filled output, for the launch-override tests."""
+    gen = torch.Generator().manual_seed(seed)
+    fam = Mamba2(geo)
+    layer = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
+    cache = {"state": fam.random_state(gen, (2,), torch.float32).cuda()}
+    for name, shape in fam.ring_shapes(R).items():
+        cache[name] = torch.randn(2, *shape, generator=gen).to(fam.ring_dtypes(act)[name]).cuda()
+    cur = {"hist": torch.zeros(2, dtype=torch.int32, device="cuda"),
+           "start": torch.zeros(2, dtype=torch.int32, device="cuda"),
+           "flush": torch.zeros(2, dtype=torch.int8, device="cuda")}
+    tok = {n: v[0].cuda() for n, v in fam.make_tokens(gen, (1, 2 * T), act).items()}
+    cu = torch.tensor([0, T, 2 * T], dtype=torch.int32, device="cuda")
+    slots = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    out = torch.full((2 * T, geo.H, geo.P), float("nan"), dtype=act, device="cuda")
+    return (lambda: fam.spec_verify(tok, layer, cu, slots, cur, cache, out, T, None)), cache, out
+
+
+def _assert_launch_fails_cleanly(call, cache, out, message):
+    before = {k: v.clone() for k, v in cache.items()}
+    with pytest.raises(RuntimeError, match=message):
+        call()
+    torch.cuda.synchronize()
+    assert torch.isnan(out.float()).all(), "a failed launch wrote outputs"
+    for k in cache:
+        assert same_bytes(cache[k], before[k]), f"a failed launch wrote {k}"
+
+
 # --- lockstep with the CPU op ------------------------------------------------------------------
 
 @spec_only
@@ -611,33 +685,13 @@ def test_spec_cuda_limits():
 def test_spec_heads_override_errors(monkeypatch):
     """REPLAYSSM_M2_SPEC_HEADS: pairs of heads need an even number of heads per group, and only 1 or
     2 are values; either error names the variable and the launch writes nothing."""
-    geo = Mamba2Geo(H=3, P=16, N=16, G=1)
-    gen = torch.Generator().manual_seed(5)
-    fam = Mamba2(geo)
-    layer = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
-    R, T = 8, 2
-    cache = {"state": fam.random_state(gen, (2,), torch.float32).cuda()}
-    for name, shape in fam.ring_shapes(R).items():
-        cache[name] = torch.randn(2, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
-    cur = {"hist": torch.zeros(2, dtype=torch.int32, device="cuda"),
-           "start": torch.zeros(2, dtype=torch.int32, device="cuda"),
-           "flush": torch.zeros(2, dtype=torch.int8, device="cuda")}
-    tok = {n: v[0].cuda() for n, v in fam.make_tokens(gen, (1, 2 * T), torch.bfloat16).items()}
-    cu = torch.tensor([0, T, 2 * T], dtype=torch.int32, device="cuda")
-    slots = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
-    before = {k: v.clone() for k, v in cache.items()}
-    out = torch.full((2 * T, geo.H, geo.P), float("nan"), dtype=torch.bfloat16, device="cuda")
+    call, cache, out = _two_row_spec(Mamba2Geo(H=3, P=16, N=16, G=1), torch.bfloat16, T=2, R=8, seed=5)
     for value, message in (("2", "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group"),
                            ("3", "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2")):
         monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", value)
-        with pytest.raises(RuntimeError, match=message):
-            fam.spec_verify(tok, layer, cu, slots, cur, cache, out, T, None)
-        torch.cuda.synchronize()
-        assert torch.isnan(out.float()).all(), "a failed launch wrote outputs"
-        for k in cache:
-            assert same_bytes(cache[k], before[k]), f"a failed launch wrote {k}"
+        _assert_launch_fails_cleanly(call, cache, out, message)
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "1")
-    fam.spec_verify(tok, layer, cu, slots, cur, cache, out, T, None)
+    call()
     torch.cuda.synchronize()
     assert not torch.isnan(out.float()).any(), "one head per CTA runs for any grouping"
 

@@ -9,6 +9,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/heads_per_cta.cuh"
@@ -89,12 +91,38 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   return launch_status();
 }
 
+// Whether a spec launch takes the tensor-core stream (spec_mma.cuh): the kSpecMma instances
+// (`built`) where P is whole 16-row tiles and the state view is 16-byte aligned. The environment
+// variable REPLAYSSM_M2_SPEC_MMA (read at every launch, so both streams can be compared in one
+// process) forces the CUDA cores with 0, and with 1 the tensor cores, an error where they cannot run.
+inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma) {
+  const bool fits = p.geo.P % kSpecMmaTileRows == 0 && p.state_vec_aligned;
+  *mma = built && fits;
+  const char* v = std::getenv("REPLAYSSM_M2_SPEC_MMA");
+  if (v == nullptr || *v == '\0') return nullptr;
+  if (std::strcmp(v, "0") == 0) {
+    *mma = false;
+    return nullptr;
+  }
+  if (std::strcmp(v, "1") != 0) return "REPLAYSSM_M2_SPEC_MMA must be 0 or 1";
+  if (!built)
+    return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16 activations, "
+           "windows of 5 to 8 tokens and dstate a multiple of 32";
+  if (!fits)
+    return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs headdim P a multiple of 16 and a 16-byte aligned "
+           "state view";
+  return nullptr;
+}
+
 template <typename Act, typename St, int N, int kT>
 const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t stream) {
   const ReplayParams& p = sp.replay;
+  constexpr bool kMmaBuilt = kSpecMma<Act, St, N, kT>;
+  bool mma = false;
+  if (const char* err = spec_mma_choice(p, kMmaBuilt, &mma)) return err;
   constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
-  int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
+  int p_chunk = mma ? choose_p_chunk<kSpecMmaTileRows>(p.geo.P, heads_total) : choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (heads_total == 0) return nullptr;
   // Grid (P chunks, H / heads, batch): the kernel reads its indices without dividing.
   if (p.batch > 65535) return "the batch (number of rows) exceeds the spec kernel's grid limit of 65535";
@@ -109,20 +137,25 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
                             2 * spec_min_ctas<kT>()};
   int heads = 1;
   if (const char* err = heads_per_cta(
-          pairing, [&](int h) { return SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), false, h).total * 4; },
+          pairing, [&](int h) { return SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), false, h, mma).total * 4; },
           &heads))
     return err;
   if (heads > 1) p_chunk = p.geo.P;  // pairs of whole heads
   const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H / heads),
                   static_cast<unsigned>(p.batch));
-  const bool b_copy = spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
+  const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
   const size_t smem =
-      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads).total) * sizeof(float);
+      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, mma).total) * sizeof(float);
   constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
   auto kernel = heads == 2 ? (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 2>
                                      : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2>)
                            : (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 1>
                                      : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1>);
+  if constexpr (kMmaBuilt) {
+    if (mma)
+      kernel = heads == 2 ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2, true>
+                          : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, true>;
+  }
   if (const char* err_smem = allow_smem(kernel, smem)) return err_smem;
   kernel<<<grid, kWarps * 32, smem, stream>>>(sp, p_chunk);
   return launch_status();

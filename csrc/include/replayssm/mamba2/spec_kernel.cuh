@@ -24,12 +24,10 @@
 // Each state row meets all kT C vectors while it is in registers: kT dot products per row, reduced
 // across the row's lanes with RowLayout::row_sums (about kT + log2(lanes) shuffles, not kT log2).
 //
-// Tensor cores: the small products of this kernel -- B_k . C_i (entries x window, <= (B+T) x T per
-// group), the per-p replay sum sum_k (w_ik B_k.C_i) x_k[p] ((P x (B+T)) . ((B+T) x T) per head), the
-// fold's X^T (s B) (rank-hist update of a P x N tile) and the kT dot products per state row
-// (the (P x N) . (N x T) product against the streamed state) -- are all small GEMMs that would go
-// to mma.sync (tf32 / bf16 with an fp32 accumulator) in a later version; this first version keeps
-// them on the CUDA cores.
+// Tensor cores: with an fp32 checkpoint and bf16 activations at T = 5..8 (kMma; spec_mma.cuh) the
+// state stream's products and the flush rows' fold run as bf16 mma from registers, and the B_k . C_i
+// products as mma from the staged entries; the per-p replay sums stay on the CUDA cores. The other
+// instances keep everything on the CUDA cores.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,6 +38,7 @@
 #include "replayssm/common/smem_rows.cuh"
 #include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/spec_mma.cuh"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
@@ -49,16 +48,23 @@ namespace replayssm::mamba2 {
 // vectors); B_k . C_i [R][kT]; the fold's left factors s_k x_k [rows][odd(R)]; delta_k and the
 // fold weights s_k [heads][R] each; c1_i [heads][kT]; c0, A and D [heads] each; the state dot
 // products [kT][rows]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
-// entries in the activation dtype, B_k [R][N] and x_k [heads][R][p_chunk].
+// entries in the activation dtype, B_k [R][ldb] and x_k [heads][R][ldxr]. The tensor-core stream
+// (mma, spec_mma.cuh) folds from the staged entries directly: no left factors and no B copy, the
+// staged rows padded for ldmatrix (spec_mma_stride); it adds the window's C as bf16 rows [8][ldc]
+// and 16 zero bytes for its ldmatrix rows past the history.
 struct SpecSmem {
-  int wbc, bc, x, ldx, delta, fold_w, c1, c0, a_h, d_h, dot, b_f32, b_raw, x_raw, total;
-  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy, int heads) {
+  int wbc, bc, x, ldx, delta, fold_w, c1, c0, a_h, d_h, dot, b_f32, b_raw, ldb, x_raw, ldxr, c_tile, ldc, zeros, total;
+  __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy, int heads,
+                               bool mma = false) {
     const int rows = heads * p_chunk;
     ldx = odd_stride(R);
+    ldb = mma ? spec_mma_stride(N) : N;
+    ldxr = mma ? spec_mma_stride(p_chunk) : p_chunk;
+    ldc = spec_mma_stride(N);
     wbc = 0;
     bc = floats_for(heads * R * kT, 4);
     x = bc + floats_for(R * kT, 4);
-    delta = x + rows * ldx;
+    delta = x + (mma ? 0 : rows * ldx);
     fold_w = delta + heads * R;
     c1 = fold_w + heads * R;
     c0 = c1 + heads * kT;
@@ -67,8 +73,10 @@ struct SpecSmem {
     dot = d_h + heads;
     b_f32 = floats_for(dot + kT * rows, 4);
     b_raw = b_f32 + (b_copy ? R * N : 0);
-    x_raw = b_raw + floats_for(R * N, act_bytes);
-    total = x_raw + floats_for(heads * R * p_chunk, act_bytes);
+    x_raw = b_raw + floats_for(R * ldb, act_bytes);
+    c_tile = x_raw + floats_for(heads * R * ldxr, act_bytes);
+    zeros = c_tile + (mma ? floats_for(8 * ldc, 2) : 0);
+    total = zeros + (mma ? 4 : 0);
   }
 };
 
@@ -108,7 +116,9 @@ __host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_b
   return fold_b_copy_pays(without.total, R * N, act_bytes, spec_min_ctas<kT>());
 }
 
-template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int kHeads>
+// kMma: the state stream on tensor cores (spec_mma.cuh; the launcher takes it where kSpecMma and
+// spec_mma_fits hold), else TileStream on the CUDA cores.
+template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int kHeads, bool kMma = false>
 __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
   using L = RowLayout<St, N>;
@@ -121,6 +131,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   constexpr int kKept = L::template kept_sums<kT>();
   static_assert(kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0, "kT: a power of two up to kMaxSpecTokens");
   static_assert(kHeads == 1 || kHeads == 2, "kHeads: one head (any P chunk) or a pair of whole heads");
+  static_assert(!kMma || (kSpecMma<Act, St, N, kT> && !kBCopy), "kMma: the kSpecMma instances, which fold without a B copy");
+  // (Named for every instance, instantiated with N only where it is taken: N = 8, 16 have no units.)
+  using MmaStream = SpecMmaStream<(kMma ? N : 32), kWarps, kHeads>;
   // A template argument: with the count known at run time the one-head CTAs ran ~7 % slower than
   // before heads were introduced (nano T = 4, batch 256: 484 vs 453 us, same run).
   constexpr int heads = kHeads;
@@ -150,7 +163,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h0) * P + p0) * N;
   const Stream stream{S, tile_rows, warp, rw, lr, p.state_vec_aligned};
   uint4 raw[U][KV];
-  stream.load(0, raw);
+  const MmaStream mma_stream{reinterpret_cast<float*>(S), tile_rows, plen};
+  typename MmaStream::Unit mma_cur;
+  if constexpr (kMma)
+    mma_stream.first_unit(mma_cur);
+  else
+    stream.load(0, raw);
 
   const int R = p.ring_len;
   const int hist = p.hist[slot];
@@ -164,7 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       static_cast<int64_t>(t0) + n > sp.num_tokens)
     return;
 
-  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads);
+  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads, kMma);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;    // [hh][k], row stride R
   float* const fold_w_s = smem + lay.fold_w;  // [hh][k], row stride R
@@ -177,8 +195,8 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   float* const dot_s = smem + lay.dot;        // [i][tile row], row stride tile_rows
   float* const b_f32 = smem + lay.b_f32;                         // [k][N], folded entries (flush rows, kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [k][N]
-  Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [hh][k][p_chunk], strides R p_chunk and p_chunk
-  const int ldx = lay.ldx;
+  Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [hh][k][ldxr], strides R ldxr and ldxr
+  const int ldx = lay.ldx, ldb = lay.ldb, ldxr = lay.ldxr;
 
   // Head h of the slot's ring: x at ring_x + h R P, delta at ring_dt + h R.
   Act* const ring_x = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride;
@@ -199,12 +217,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // Stage the hist ring entries (logical order), then the n window tokens: B once (the group's),
   // x and delta per head.
   const int n_ent = hist + n;
-  const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
-  stage_entries<Act, kThreads>(b_raw, N, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent, N,
+  const bool x_vec = p.entries_vec_aligned && (ldxr * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
+  stage_entries<Act, kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent, N,
                                p.entries_vec_aligned, tid);
   for (int hh = 0; hh < heads; ++hh) {
     const int64_t h = h0 + hh;
-    stage_entries<Act, kThreads>(x_raw + hh * R * p_chunk, p_chunk,
+    stage_entries<Act, kThreads>(x_raw + hh * R * ldxr, ldxr,
                                  EntryRows<Act>{ring_x + h * R * P + p0, P, x_in + hh * P + p0, p.tok.x_stride, hist, start, R},
                                  n_ent, plen, x_vec, tid);
     stage_ring_deltas<kThreads>(delta_s + hh * R, ring_dt + h * R, hist, start, R, tid);
@@ -223,16 +241,24 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     const int hh = e / kT, i = e % kT;
     if (i < n) delta_s[hh * R + hist + i] = token_delta(i, hh);
   }
+  if constexpr (kMma) {
+    if (tid < 4) smem[lay.zeros + tid] = 0.f;
+    spec_mma_stage_c<N, kThreads>(reinterpret_cast<const __nv_bfloat16*>(C_in), p.tok.C_stride, n,
+                                  reinterpret_cast<__nv_bfloat16*>(smem + lay.c_tile), lay.ldc);
+  }
 
-  // C of every window token for this lane's n indices (zero past n: those sums are never written).
+  // C of every window token for this lane's n indices (zero past n: those sums are never written);
+  // the tensor-core stream reads the staged C tile instead.
   float c_reg[kT][KV][VE];
+  if constexpr (!kMma) {
 #pragma unroll
-  for (int i = 0; i < kT; ++i)
+    for (int i = 0; i < kT; ++i)
 #pragma unroll
-    for (int k = 0; k < KV; ++k)
+      for (int k = 0; k < KV; ++k)
 #pragma unroll
-      for (int e = 0; e < VE; ++e)
-        c_reg[i][k][e] = i < n ? to_float(C_in[static_cast<int64_t>(i) * p.tok.C_stride + L::n_of(lr, k, e)]) : 0.f;
+        for (int e = 0; e < VE; ++e)
+          c_reg[i][k][e] = i < n ? to_float(C_in[static_cast<int64_t>(i) * p.tok.C_stride + L::n_of(lr, k, e)]) : 0.f;
+  }
 
   // The window's ring entries at logical hist .. hist+n-1 (after the history, folded or not); x is
   // written with the outputs, from its staged copy. Nothing in this launch reads those positions:
@@ -274,8 +300,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   }
 
   // B_k . C_i of the same entries and tokens (the group's: once for all heads): kRowsPerWarp
-  // entries per warp pass.
-  for (int jb = e0 + warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
+  // entries per warp pass (on tensor cores with the tensor-core stream).
+  if constexpr (kMma)
+    spec_mma_bc<N, kWarps, kT>(reinterpret_cast<const __nv_bfloat16*>(b_raw), ldb,
+                               reinterpret_cast<const __nv_bfloat16*>(smem + lay.c_tile), lay.ldc,
+                               reinterpret_cast<const __nv_bfloat16*>(smem + lay.zeros), e0, n_ent, bc_s);
+  for (int jb = e0 + warp * L::kRowsPerWarp; !kMma && jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
     const int j = jb + rw;
     float part[kT];
 #pragma unroll
@@ -284,7 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
 #pragma unroll
       for (int k = 0; k < KV; ++k) {
         float bv[VE];
-        load_f32<Act, VE>(b_raw + j * N + L::n_of(lr, k, 0), bv);
+        load_f32<Act, VE>(b_raw + j * ldb + L::n_of(lr, k, 0), bv);
 #pragma unroll
         for (int e = 0; e < VE; ++e)
 #pragma unroll
@@ -307,11 +337,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // The fold's left factors s_j x_j[p] of every tile row (its head's weights) and its B_j in fp32
   // (flush rows: entries < e0, disjoint from the replayed ones).
   if (flush) {
-    for (int pl = tid; pl < tile_rows; pl += kThreads) {
-      const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
-      for (int j = 0; j < hist; ++j)
-        x_s[pl * ldx + j] = fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * p_chunk + pp]);
-    }
+    if constexpr (!kMma)
+      for (int pl = tid; pl < tile_rows; pl += kThreads) {
+        const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
+        for (int j = 0; j < hist; ++j)
+          x_s[pl * ldx + j] = fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]);
+      }
     if constexpr (kBCopy)
       for (int e = tid; e < hist * N / 4; e += kThreads) {
         float v[4];
@@ -325,7 +356,13 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
 
   const int n_upd = flush ? hist : 0;
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
-  const int iters = (tile_rows + kRowsPerIter - 1) / kRowsPerIter;
+  if constexpr (kMma) {
+    const SpecMmaFold fold{write_state, hist, R, c0_s, fold_w_s, reinterpret_cast<const __nv_bfloat16*>(x_raw), ldxr,
+                           reinterpret_cast<const __nv_bfloat16*>(b_raw), ldb,
+                           reinterpret_cast<const __nv_bfloat16*>(smem + lay.zeros)};
+    mma_stream.run(mma_cur, reinterpret_cast<const __nv_bfloat16*>(smem + lay.c_tile), lay.ldc, fold, n, dot_s);
+  }
+  const int iters = kMma ? 0 : (tile_rows + kRowsPerIter - 1) / kRowsPerIter;
   for (int it = 0; it < iters; ++it) {
     uint4 next[U][KV];
     if (it + 1 < iters) stream.load(it + 1, next);
@@ -415,14 +452,14 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   for (int pl = tid; pl < tile_rows; pl += kThreads) {
     const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
     const float* const w_h = wbc_s + hh * R * kT;
-    const Act* const x_h = x_raw + hh * R * p_chunk;
+    const Act* const x_h = x_raw + hh * R * ldxr;
     float ht[kT];
 #pragma unroll
     for (int i = 0; i < kT; ++i) ht[i] = 0.f;
     for (int k = e0; k < n_ent; ++k) {
       float w[kT];
       load_smem_row<kT>(w_h + k * kT, w);
-      const float xk = to_float(x_h[k * p_chunk + pp]);
+      const float xk = to_float(x_h[k * ldxr + pp]);
 #pragma unroll
       for (int i = 0; i < kT; ++i) ht[i] = fmaf(w[i], xk, ht[i]);
     }
@@ -431,7 +468,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
 #pragma unroll
     for (int i = 0; i < kT; ++i) {
       if (i < n) {
-        const Act x_tok = x_h[(hist + i) * p_chunk + pp];
+        const Act x_tok = x_h[(hist + i) * ldxr + pp];
         float y = c1_s[hh * kT + i] * dot_s[i * tile_rows + pl] + ht[i] + D * to_float(x_tok);
         if (z_in != nullptr) y = gate(y, to_float(z_in[static_cast<int64_t>(i) * p.tok.z_stride + pl]));
         out[static_cast<int64_t>(i) * p.tok.out_stride + pl] = from_float<Act>(y);
