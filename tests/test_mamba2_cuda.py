@@ -433,6 +433,8 @@ def spec_stream(request, monkeypatch):
     (SUPER, 16, 8, 3),
     (ODD, 32, 5, 6),     # histories past 16 entries: the fold's second k-step of entries
     (ODD, 8, 8, 6),      # N = 64: two units of columns
+    (Mamba2Geo(H=4, P=32, N=32, G=2), 16, 7, 4),  # N = 32: one unit
+    (WIDE, 16, 8, 3),    # N = 256: eight units, P = 48 three row tiles
 ])
 def test_spec_stream_forms(geo, Bcap, T, rows, spec_heads, spec_stream):
     """fp32 checkpoint, bf16 activations (the tensor-core stream's instances), 16-byte aligned caches,
