@@ -40,9 +40,9 @@ namespace replayssm::mamba2 {
 // window tile (T = 5..8), N in whole units of two k-steps. H200, batch 256, B = 16, all accepted,
 // same run: at T = 8 the tensor cores take nano 766.9 -> 619.7 us and super 813.6 -> 660.0, but
 // at T = 4 they lose (nano 429.4 -> 464.5, super 475.2 -> 496.6): four products per state element
-// do not pay for the split into two bf16 terms and the fragment traffic. The launcher also requires, at run time, P % 16 == 0 (tiles never
-// straddle a head, the fold's ldmatrix rows stay 16-byte aligned) and a 16-byte aligned state view
-// (spec_mma_choice).
+// do not pay for the split into two bf16 terms and the fragment traffic. The launcher also
+// requires, at run time, P % 16 == 0 (tiles never straddle a head, the fold's ldmatrix rows stay
+// 16-byte aligned) and a 16-byte aligned state view (spec_mma_choice).
 template <typename Act, typename St, int N, int kT>
 constexpr bool kSpecMma =
     std::is_same_v<St, float> && std::is_same_v<Act, __nv_bfloat16> && kT == 8 && N % 32 == 0;
