@@ -117,7 +117,7 @@ __host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_b
 }
 
 // kMma: the state stream on tensor cores (spec_mma.cuh; the launcher takes it where kSpecMma and
-// spec_mma_fits hold), else TileStream on the CUDA cores.
+// spec_mma_choice allow it), else TileStream on the CUDA cores.
 template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int kHeads, bool kMma = false>
 __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {

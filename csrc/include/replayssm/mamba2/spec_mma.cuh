@@ -229,8 +229,8 @@ struct SpecMmaStream {
     for (int m0 = warp * 16; m0 < tile_rows; m0 += kStride) {
       float acc_hi[4] = {0.f, 0.f, 0.f, 0.f}, acc_lo[4] = {0.f, 0.f, 0.f, 0.f};
       // Not unrolled: a unit's work is the same at every u but for its columns, and unrolled the
-      // inlined fold of every unit kept more of its operands live (ptxas: 36-40 bytes of spill at
-      // 80 registers for T = 4).
+      // inlined fold of every unit kept more of its operands live (ptxas, when the stream was also
+      // built for T = 4: 36-40 bytes of spill at its 80 registers).
 #pragma unroll 1
       for (int u = 0; u < kUnits; ++u) {
         if (u + 1 < kUnits)
