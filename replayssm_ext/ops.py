@@ -168,9 +168,11 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     count: nothing is copied. See docs/contract.md, "Ops".
 
     On CUDA the kernel streams two heads of a group per CTA at serving batch sizes (even heads per
-    group); the environment variable ``REPLAYSSM_M2_SPEC_HEADS`` (``1`` or ``2``, read at every
-    launch) overrides that choice for measurements and tests, and ``2`` raises where the heads per
-    group are odd. Results agree up to rounding either way.
+    group), and four where the state stream runs on tensor cores (below), the heads per group are a
+    multiple of 4 and the batch gives three waves of such CTAs; the environment variable
+    ``REPLAYSSM_M2_SPEC_HEADS`` (``1``, ``2`` or ``4``, read at every launch) overrides that choice
+    for measurements and tests, and raises where the heads per group do not divide so or (``4``) the
+    stream is on the CUDA cores. Results agree up to rounding either way.
 
     Numerics (CUDA): with an fp32 ``state``, bf16 activations, ``T`` in 5..8, dstate ``N`` a multiple
     of 32, headdim ``P`` a multiple of 16 and a 16-byte aligned ``state`` view, the state stream runs

@@ -446,6 +446,27 @@ def test_spec_stream_forms(geo, Bcap, T, rows, spec_heads, spec_stream):
 
 
 @spec_only
+@pytest.mark.parametrize("geo,Bcap,T,rows", [
+    (Mamba2Geo(H=8, P=32, N=64, G=2), 16, 8, 4),  # two quads of one group each, N = 64
+    (Mamba2Geo(H=8, P=32, N=128, G=1), 32, 5, 5),  # histories past 16 entries: the fold's second k-step
+    (NANO, 16, 6, 3),    # 12 heads per group: 3 quads, P = 80 (20 row tiles over 4 warps)
+    (SUPER, 16, 7, 3),   # 16 heads per group, P = 64
+    (Mamba2Geo(H=4, P=48, N=256, G=1), 8, 8, 3),  # N = 256, P = 48
+])
+def test_spec_stream_quads(geo, Bcap, T, rows, monkeypatch):
+    """Four heads of a group per CTA (REPLAYSSM_M2_SPEC_HEADS=4; the launcher takes them on the
+    tensor-core stream from three waves of quad CTAs on). The stream is the launcher's own choice
+    (REPLAYSSM_M2_SPEC_MMA unset): four heads on the CUDA cores would raise. fp32 checkpoint, bf16 activations,
+    16-byte aligned caches, two flush cycles per row, varlen windows (T = 5..8), random acceptance,
+    padding and folds on demand, against the recurrence."""
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "4")
+    monkeypatch.delenv("REPLAYSSM_M2_SPEC_MMA", raising=False)
+    cfg = _spec_cfg(Bcap=Bcap, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(Bcap, T, rows), state="fp32",
+                    act="bf16", paged=False, null_slot=0, fold_prob=0.03, pad_prob=0.1, seed=1600 + Bcap + T + rows)
+    run_checked(Mamba2(geo), cfg)
+
+
+@spec_only
 @pytest.mark.parametrize("value,act,geo,T,message", [
     ("1", torch.float16, ODD, 8, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16"),
     ("1", torch.bfloat16, ODD, 4, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, "
@@ -685,17 +706,24 @@ def test_spec_cuda_limits():
 
 @spec_only
 def test_spec_heads_override_errors(monkeypatch):
-    """REPLAYSSM_M2_SPEC_HEADS: pairs of heads need an even number of heads per group, and only 1 or
-    2 are values; either error names the variable and the launch writes nothing."""
+    """REPLAYSSM_M2_SPEC_HEADS: pairs of heads need an even number of heads per group, four heads the
+    tensor-core stream and a multiple of 4 heads per group, and only 1, 2 or 4 are values; each error
+    names the variable and the launch writes nothing."""
     call, cache, out = _two_row_spec(Mamba2Geo(H=3, P=16, N=16, G=1), torch.bfloat16, T=2, R=8, seed=5)
     for value, message in (("2", "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group"),
-                           ("3", "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2")):
+                           ("3", "REPLAYSSM_M2_SPEC_HEADS must be 1, 2 or 4"),
+                           ("4", "REPLAYSSM_M2_SPEC_HEADS=4 runs on the tensor-core state stream only")):
         monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", value)
         _assert_launch_fails_cleanly(call, cache, out, message)
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "1")
     call()
     torch.cuda.synchronize()
     assert not torch.isnan(out.float()).any(), "one head per CTA runs for any grouping"
+    # The tensor-core stream (fp32 checkpoint, bf16, T = 8) with two heads per group.
+    call, cache, out = _two_row_spec(ODD, torch.bfloat16, T=8, R=16, seed=6)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "4")
+    _assert_launch_fails_cleanly(call, cache, out, "REPLAYSSM_M2_SPEC_HEADS=4 needs a number of heads per group "
+                                                   r"\(nheads / ngroups\) divisible by 4")
 
 
 @spec_only

@@ -114,33 +114,67 @@ inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma)
   return nullptr;
 }
 
+// The rows of P one spec CTA streams (p_chunk) and the heads it takes, for one state stream.
+struct SpecTiling {
+  int p_chunk;
+  int heads;
+};
+
+// Heads per spec CTA (heads_per_cta) for the CUDA-core or the tensor-core stream. The heads of a
+// group share the B staging, the C loads and the B . C products. Pairs, H200, batch 256, B = 16,
+// T = 4, same run: nano 452.7 -> 427.9 us, super 525.1 -> 475.0; from two full waves of pair CTAs
+// on. A pair's smem is counted without the fold's B copy. Four heads (tensor-core stream only,
+// heads per group a multiple of 4) pay the CTA prologue (weights, B . C, the C fragments: ~40 % of
+// the stream's warp stall samples at T = 8) once per four heads. H200, B = 16, all accepted, same
+// build, pairs -> quads: batch 256 nano T = 8 579.5 -> 558.7 us, T = 5 515.5 -> 476.1, super T = 8
+// 623.9 -> 588.7; smaller batches, nano T = 8: batch 64 (2.3 waves of quad CTAs) 155.2 -> 165.4,
+// 96 (3.5 waves) 224.5 -> 224.7, 128 (4.7 waves) 300.2 -> 287.8; super T = 8: 64 (3.1 waves)
+// 167.2 -> 166.0, 96 (4.7) 241.7 -> 232.3: from three full waves of quad CTAs on.
+template <typename Act, typename St, int N, int kT>
+const char* spec_tiling(const ReplayParams& p, bool mma, SpecTiling* t) {
+  constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
+  const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
+  const int heads_per_group = p.geo.H / p.geo.G;
+  t->p_chunk = mma ? choose_p_chunk<kSpecMmaTileRows>(p.geo.P, heads_total) : choose_p_chunk<kRows>(p.geo.P, heads_total);
+  constexpr int min_ctas = spec_min_ctas<kT>();
+  HeadPairing pairing{"REPLAYSSM_M2_SPEC_HEADS",
+                      "REPLAYSSM_M2_SPEC_HEADS must be 1, 2 or 4",
+                      "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)",
+                      heads_per_group % 2 == 0,
+                      t->p_chunk == p.geo.P,
+                      heads_total / 2,
+                      min_ctas,
+                      2 * min_ctas};
+  pairing.quads_built = true;
+  pairing.err_quads = !mma ? "REPLAYSSM_M2_SPEC_HEADS=4 runs on the tensor-core state stream only (see "
+                             "REPLAYSSM_M2_SPEC_MMA)"
+                      : heads_per_group % 4 != 0
+                          ? "REPLAYSSM_M2_SPEC_HEADS=4 needs a number of heads per group (nheads / ngroups) divisible by 4"
+                          : nullptr;
+  pairing.min_quad_ctas_per_sm = 3 * min_ctas;
+  if (const char* err = heads_per_cta(
+          pairing,
+          [&](int h) { return SpecSmem(p.ring_len, t->p_chunk, N, kT, sizeof(Act), false, h, mma).total * 4; },
+          &t->heads))
+    return err;
+  if (t->heads > 1) t->p_chunk = p.geo.P;  // whole heads
+  return nullptr;
+}
+
 template <typename Act, typename St, int N, int kT>
 const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t stream) {
   const ReplayParams& p = sp.replay;
   constexpr bool kMmaBuilt = kSpecMma<Act, St, N, kT>;
-  bool mma = false;
-  if (const char* err = spec_mma_choice(p, kMmaBuilt, &mma)) return err;
-  constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
-  int p_chunk = mma ? choose_p_chunk<kSpecMmaTileRows>(p.geo.P, heads_total) : choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (heads_total == 0) return nullptr;
   // Grid (P chunks, H / heads, batch): the kernel reads its indices without dividing.
   if (p.batch > 65535) return "the batch (number of rows) exceeds the spec kernel's grid limit of 65535";
   if (p.geo.H > 65535) return "nheads exceeds the spec kernel's grid limit of 65535";
-  // Heads per CTA (heads_per_cta): the two heads of a pair in one group share the B staging, the
-  // C loads and the B . C products. H200, batch 256, B = 16, T = 4, same run: nano 452.7 -> 427.9
-  // us, super 525.1 -> 475.0. A pair's smem is counted without the fold's B copy. Pairs from two
-  // full waves of pair CTAs on.
-  const HeadPairing pairing{"REPLAYSSM_M2_SPEC_HEADS", "REPLAYSSM_M2_SPEC_HEADS must be 1 or 2",
-                            "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)",
-                            (p.geo.H / p.geo.G) % 2 == 0, p_chunk == p.geo.P, heads_total / 2, spec_min_ctas<kT>(),
-                            2 * spec_min_ctas<kT>()};
-  int heads = 1;
-  if (const char* err = heads_per_cta(
-          pairing, [&](int h) { return SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), false, h, mma).total * 4; },
-          &heads))
-    return err;
-  if (heads > 1) p_chunk = p.geo.P;  // pairs of whole heads
+  bool mma = false;
+  if (const char* err = spec_mma_choice(p, kMmaBuilt, &mma)) return err;
+  SpecTiling tiling{};
+  if (const char* err = spec_tiling<Act, St, N, kT>(p, mma, &tiling)) return err;
+  const int p_chunk = tiling.p_chunk, heads = tiling.heads;
   const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H / heads),
                   static_cast<unsigned>(p.batch));
   const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
@@ -153,8 +187,9 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
                                      : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1>);
   if constexpr (kMmaBuilt) {
     if (mma)
-      kernel = heads == 2 ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2, true>
-                          : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, true>;
+      kernel = heads == 4   ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 4, true>
+               : heads == 2 ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2, true>
+                            : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, true>;
   }
   if (const char* err_smem = allow_smem(kernel, smem)) return err_smem;
   kernel<<<grid, kWarps * 32, smem, stream>>>(sp, p_chunk);

@@ -130,7 +130,8 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   constexpr int kRowsPerIter = Stream::kRowsPerIter;
   constexpr int kKept = L::template kept_sums<kT>();
   static_assert(kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0, "kT: a power of two up to kMaxSpecTokens");
-  static_assert(kHeads == 1 || kHeads == 2, "kHeads: one head (any P chunk) or a pair of whole heads");
+  static_assert(kHeads == 1 || kHeads == 2 || (kHeads == 4 && kMma),
+                "kHeads: one head (any P chunk), a pair of whole heads, or four on the tensor-core stream");
   static_assert(!kMma || (kSpecMma<Act, St, N, kT> && !kBCopy), "kMma: the kSpecMma instances, which fold without a B copy");
   // (Named for every instance, instantiated with N only where it is taken: N = 8, 16 have no units.)
   using MmaStream = SpecMmaStream<(kMma ? N : 32), kWarps, kHeads>;
@@ -339,7 +340,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   if (flush) {
     if constexpr (!kMma)
       for (int pl = tid; pl < tile_rows; pl += kThreads) {
-        const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
+        const int hh = head_of_row<kHeads>(pl, plen), pp = pl - hh * plen;
         for (int j = 0; j < hist; ++j)
           x_s[pl * ldx + j] = fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]);
       }
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     } else {
       float c0[U];  // each row's head's (an iteration may span both heads)
 #pragma unroll
-      for (int u = 0; u < U; ++u) c0[u] = c0_s[heads > 1 && stream.row_of(it, u) >= plen ? 1 : 0];
+      for (int u = 0; u < U; ++u) c0[u] = c0_s[head_of_row<kHeads>(stream.row_of(it, u), plen)];
       Stream::unpack_scaled(raw, c0, acc);
       if constexpr (kBCopy)
         stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
@@ -450,7 +451,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
 #pragma unroll
   for (int i = 0; i < kT; ++i) ring_pos[i] = ring_index_checked(start, hist + min(i, n - 1), R);
   for (int pl = tid; pl < tile_rows; pl += kThreads) {
-    const int hh = heads > 1 && pl >= plen ? 1 : 0, pp = pl - hh * plen;
+    const int hh = head_of_row<kHeads>(pl, plen), pp = pl - hh * plen;
     const float* const w_h = wbc_s + hh * R * kT;
     const Act* const x_h = x_raw + hh * R * ldxr;
     float ht[kT];

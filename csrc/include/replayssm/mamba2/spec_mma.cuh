@@ -41,12 +41,23 @@ namespace replayssm::mamba2 {
 // window tile (T = 5..8), N in whole units of two k-steps. H200, batch 256, B = 16, all accepted,
 // same run: at T = 8 the tensor cores take nano 766.9 -> 619.7 us and super 813.6 -> 660.0, but
 // at T = 4 they lose (nano 429.4 -> 464.5, super 475.2 -> 496.6): four products per state element
-// do not pay for the split into two bf16 terms and the fragment traffic. The launcher also
-// requires, at run time, P % 16 == 0 (tiles never straddle a head, the fold's ldmatrix rows stay
-// 16-byte aligned) and a 16-byte aligned state view (spec_mma_choice).
+// do not pay for the split into two bf16 terms and the fragment traffic. Four heads per CTA do not
+// change that (session 13, same build, batch 256, cuda-core pairs -> tensor-core quads: nano 428.5
+// -> 432.2, super 474.8 -> 475.5, nano batch 512 848.0 -> 860.0). The launcher also requires, at
+// run time, P % 16 == 0 (tiles never straddle a head, the fold's ldmatrix rows stay 16-byte
+// aligned) and a 16-byte aligned state view (spec_mma_choice).
 template <typename Act, typename St, int N, int kT>
 constexpr bool kSpecMma =
     std::is_same_v<St, float> && std::is_same_v<Act, __nv_bfloat16> && kT == 8 && N % 32 == 0;
+
+// The head (0 .. kHeads - 1) of CTA row pl of kHeads heads of plen rows each, without a division.
+template <int kHeads>
+__host__ __device__ __forceinline__ int head_of_row(int pl, int plen) {
+  int hh = 0;
+#pragma unroll
+  for (int k = 1; k < kHeads; ++k) hh += pl >= k * plen ? 1 : 0;
+  return hh;
+}
 
 // Rows of P per CTA chunk are whole 16-row tiles (choose_p_chunk's unit for these instances).
 constexpr int kSpecMmaTileRows = 16;
@@ -162,7 +173,7 @@ struct SpecMmaStream {
     const int lane = threadIdx.x & 31, t = lane & 3;
     const int mat = lane >> 3, mat_row = lane & 7;  // the ldmatrix row this lane addresses
     // The head of the tile's rows (a tile never straddles heads: P % 16 == 0).
-    const int hh = kHeads > 1 && m0 >= plen ? 1 : 0;
+    const int hh = head_of_row<kHeads>(m0, plen);
     const float c0 = f.c0[hh];
 #pragma unroll
     for (int ss = 0; ss < kStepsPerUnit; ++ss)
