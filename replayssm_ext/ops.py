@@ -335,7 +335,9 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     environment variable ``REPLAYSSM_GDN_SPEC_HEADS`` (``1`` or ``2``, read at every launch)
     overrides that choice for measurements and tests, and ``2`` raises where ``HV / H`` is odd or
     ``T`` exceeds 4 (no pair kernels are built for longer windows). Results agree up to rounding
-    either way.
+    either way. The pairs at ``T`` 3..4 also ask L2 for the next state chunk ahead of its stage copy;
+    ``REPLAYSSM_GDN_L2`` (a count of chunks from 0 to 8) overrides that lead for measurements, with
+    bit-identical results.
 
     Returns ``out``.
     """

@@ -637,6 +637,36 @@ def test_spec_heads_override_errors(device, monkeypatch):
             assert torch.equal(args[k], v), f"{k} was written"
 
 
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("lead", ["0", "2", "8"])
+@pytest.mark.parametrize("T,state,act", [(2, "fp32", "bf16"), (4, "fp32", "bf16"), (8, "bf16", "bf16")])
+def test_spec_l2_lead_forms(device, lead, T, state, act, spec_heads, monkeypatch):
+    """The window kernel's L2 prefetch of stage chunks at leads other than the launcher's (1 with two
+    stage buffers, else 0), forced with REPLAYSSM_GDN_L2: none, two chunks ahead, and past the end of
+    every tile (the request is clipped to the CTA's rows). The prefetch only warms L2, so the results
+    must match the recurrence as at any lead."""
+    monkeypatch.setenv("REPLAYSSM_GDN_L2", lead)
+    cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=6, spare_slots=1, steps=steps_for_cycles(16, T, 6), state=state,
+                    act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.03, pad_prob=0.1, device=device,
+                    seed=1700 + T + int(lead))
+    run_checked(GDN(QWEN4B), cfg)
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_l2_override_errors(device, monkeypatch):
+    """REPLAYSSM_GDN_L2 other than a count of chunks 0..8: the error names the variable and the
+    launch writes nothing."""
+    for value in ("9", "-1", "x", "12"):
+        args = _spec_args(device, g=SMALL, T=4)
+        before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+        monkeypatch.setenv("REPLAYSSM_GDN_L2", value)
+        with pytest.raises(RuntimeError, match="gdn_spec_verify: .*REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8"):
+            torch.ops.replayssm.gdn_spec_verify(**args)
+        torch.cuda.synchronize()
+        for k, v in before.items():
+            assert torch.equal(args[k], v), f"{k} was written"
+
+
 @pytest.mark.parametrize("device", cuda_only("gdn_decode", "gdn_spec_verify"))
 @pytest.mark.parametrize("op", ["gdn_decode", "gdn_spec_verify"])
 def test_grid_limit_rows(device, op):

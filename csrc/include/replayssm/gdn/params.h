@@ -66,6 +66,9 @@ struct GdnParams {
   // CTAs per (row, v-head), each owning V / tiles_per_head rows of the state; 0 picks it from the
   // batch and the device's SM count.
   int32_t tiles_per_head;
+  // Stage chunks of the window kernel's state stream asked of L2 ahead of their cp.async (0: none);
+  // set by the window launcher (spec_dispatch.cuh), not by the ops.
+  int32_t l2_lead_chunks;
 };
 
 }  // namespace replayssm::gdn

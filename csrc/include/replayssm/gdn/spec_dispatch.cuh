@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/heads_per_cta.cuh"
 #include "replayssm/gdn/dispatch.cuh"
@@ -16,7 +18,8 @@ namespace replayssm::gdn {
 template <WindowMode WM>
 struct WindowLauncher {
   template <int kT, int K, typename ST, typename AT>
-  static const char* launch(const GdnParams& p, cudaStream_t stream) {
+  static const char* launch(const GdnParams& p_in, cudaStream_t stream) {
+    GdnParams p = p_in;
     constexpr int kRowsPerWarp = 32 / (K / 16);
     constexpr bool kSpec = WM == WindowMode::kSpecVerify;
     constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
@@ -50,6 +53,20 @@ struct WindowLauncher {
                         "longer windows fit fewer pair CTAs per SM"};
       if (const char* err = heads_per_cta(pairing, [&](int h) { return smem_bytes(p.V, h); }, &heads)) return err;
       if (heads > 1) tiles = 1, tile_rows = p.V;  // pairs of whole heads
+    }
+    // Stage chunks asked of L2 ahead of their cp.async (l2_lead_chunks). The v-head pairs at the
+    // 4-token tile stream through two stage buffers, one chunk in flight per CTA, and the bulk
+    // prefetch puts a second one on its way. H200, B = 16, all accepted, one build, lead 0 -> 1,
+    // T = 4 (pairs): batch 256 Qwen3.5-4B 273.7 -> 263.4 us, Qwen3.5-122B 525.8 -> 503.5; batch 512
+    // 531.0 -> 503.8 and 1031.0 -> 983.4; batch 64 73.2 -> 72.0. Elsewhere it does not pay: with three
+    // stages (T = 2, T = 8) lead 1 lost 1-2 % (Qwen3.5-4B batch 256 T = 2 236.2 -> 239.3, T = 8 477.5
+    // -> 479.1), and so did the bf16 checkpoint's two-stage T = 8 instance (batch 256 520.1 -> 525.9);
+    // leads 2 and 4 lost everywhere. REPLAYSSM_GDN_L2 (a count of chunks, read at every launch)
+    // overrides it for measurements; a value that is not a count from 0 to 8 raises.
+    p.l2_lead_chunks = heads == 2 && kT == 4 ? 1 : 0;
+    if (const char* v = std::getenv("REPLAYSSM_GDN_L2"); v != nullptr && *v != '\0') {
+      if (v[1] != '\0' || v[0] < '0' || v[0] > '8') return "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8";
+      p.l2_lead_chunks = v[0] - '0';
     }
     const size_t bytes = static_cast<size_t>(smem_bytes(tile_rows, heads));
     const char* too_large = kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "

@@ -232,6 +232,14 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   const int num_chunks = kHeads * chunks_per_head;
   const int groups_per_stage = rows_per_stage / kRowsPerWarp;
   ST* const stage_base = reinterpret_cast<ST*>(smem);
+  // Chunks [c, c + count) of the CTA's rows (contiguous in the state) asked of L2 by one thread:
+  // the launcher's l2_lead_chunks puts more chunks on their way than the stage buffers hold.
+  auto prefetch_chunks = [&](int c, int count) {
+    const int c1 = min(num_chunks, c + count);
+    if (p.l2_lead_chunks > 0 && threadIdx.x == 0 && c < c1)
+      prefetch_l2_bulk(state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K,
+                       static_cast<uint32_t>((c1 - c) * rows_per_stage * K * sizeof(ST)));
+  };
   // Chunk c of the tile into buffer c % kBuffers; every thread commits a group, empty or not, so
   // the group counts stay uniform.
   auto issue_chunk = [&](int c) {
@@ -246,6 +254,9 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
       constexpr int kSwz = kTensorCores ? kSwizzleRows - 1 : 0;
       for (int i = threadIdx.x; i < pieces; i += kThreads)
         cp_async16(dst + (i ^ ((i / kRowPieces) & kSwz)) * kPer16, src + i * kPer16);
+      // Chunk c + l2_lead_chunks to L2 (the first l2_lead_chunks past the prologue's go out together,
+      // below).
+      if (c >= kBuffers - 1) prefetch_chunks(c + p.l2_lead_chunks, 1);
     }
     cp_async_commit();
   };
@@ -335,6 +346,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   cp_async_commit();
 #pragma unroll
   for (int c = 0; c < kBuffers - 1; ++c) issue_chunk(c);
+  prefetch_chunks(kBuffers - 1, p.l2_lead_chunks);
 
   // q̂_i and k̂_i: warp w takes tokens w, w + kWarps, ...; lane l holds elements l + 32 e.
   for (int i = warp; i < n; i += kWarps) {
