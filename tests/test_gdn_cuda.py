@@ -641,10 +641,10 @@ def test_spec_heads_override_errors(device, monkeypatch):
 @pytest.mark.parametrize("lead", ["0", "2", "8"])
 @pytest.mark.parametrize("T,state,act", [(2, "fp32", "bf16"), (4, "fp32", "bf16"), (8, "bf16", "bf16")])
 def test_spec_l2_lead_forms(device, lead, T, state, act, spec_heads, monkeypatch):
-    """The window kernel's L2 prefetch of stage chunks at leads other than the launcher's (1 with two
-    stage buffers, else 0), forced with REPLAYSSM_GDN_L2: none, two chunks ahead, and past the end of
-    every tile (the request is clipped to the CTA's rows). The prefetch only warms L2, so the results
-    must match the recurrence as at any lead."""
+    """The window kernel's L2 prefetch of stage chunks at leads other than the launcher's (1 for the
+    v-head pairs at T = 3..4, else 0), forced with REPLAYSSM_GDN_L2: none, two chunks ahead, and past
+    the end of every tile (the request is clipped to the CTA's rows). The prefetch only warms L2, so
+    the results must match the recurrence as at any lead."""
     monkeypatch.setenv("REPLAYSSM_GDN_L2", lead)
     cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=6, spare_slots=1, steps=steps_for_cycles(16, T, 6), state=state,
                     act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.03, pad_prob=0.1, device=device,

@@ -456,9 +456,9 @@ def test_spec_stream_forms(geo, Bcap, T, rows, spec_heads, spec_stream):
 def test_spec_stream_quads(geo, Bcap, T, rows, monkeypatch):
     """Four heads of a group per CTA (REPLAYSSM_M2_SPEC_HEADS=4; the launcher takes them on the
     tensor-core stream from three waves of quad CTAs on). The stream is the launcher's own choice
-    (REPLAYSSM_M2_SPEC_MMA unset): four heads on the CUDA cores would raise. fp32 checkpoint, bf16 activations,
-    16-byte aligned caches, two flush cycles per row, varlen windows (T = 5..8), random acceptance,
-    padding and folds on demand, against the recurrence."""
+    (REPLAYSSM_M2_SPEC_MMA unset): four heads on the CUDA cores would raise. fp32 checkpoint, bf16
+    activations, 16-byte aligned caches, two flush cycles per row, varlen windows (T = 5..8), random
+    acceptance, padding and folds on demand, against the recurrence."""
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", "4")
     monkeypatch.delenv("REPLAYSSM_M2_SPEC_MMA", raising=False)
     cfg = _spec_cfg(Bcap=Bcap, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(Bcap, T, rows), state="fp32",
