@@ -184,6 +184,12 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     ``REPLAYSSM_M2_SPEC_MMA`` (read at every launch) forces the CUDA cores with ``0`` and the tensor
     cores with ``1``, which raises where they cannot run.
 
+    On the CUDA-core stream with an fp32 ``state``, at batches that give eight waves of CTAs, the
+    kernel asks L2 for the state rows two iterations ahead of its loads; ``REPLAYSSM_M2_SPEC_L2`` (a
+    count of iterations from ``0`` to ``8``, read at every launch) overrides that lead for
+    measurements. It changes only timing; another value, or a lead on the tensor-core stream,
+    raises.
+
     Returns ``out``.
     """
     op = "mamba2_spec_verify"

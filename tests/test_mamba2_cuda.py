@@ -467,6 +467,45 @@ def test_spec_stream_quads(geo, Bcap, T, rows, monkeypatch):
 
 
 @spec_only
+@pytest.mark.parametrize("lead", ["1", "8"])
+@pytest.mark.parametrize("geo,T,state,act,heads,paged", [
+    (NANO, 4, "fp32", "bf16", "2", False),   # pairs: 160 rows, 10 iterations
+    (SUPER, 2, "fp32", "bf16", "1", False),  # one head at a time, the 2-token tile
+    (ODD, 3, "bf16", "fp32", "2", False),    # a 2-byte checkpoint
+    (WIDE, 4, "fp32", "fp16", "1", True),    # N = 256; paged: the element-wise path takes no prefetch
+    (ODD, 8, "fp32", "bf16", "1", False),    # the 8-token tile on the CUDA cores (REPLAYSSM_M2_SPEC_MMA=0)
+])
+def test_spec_l2_lead_forms(geo, T, state, act, heads, paged, lead, monkeypatch):
+    """REPLAYSSM_M2_SPEC_L2: the CUDA-core state stream asks L2 for the iteration `lead` past the one
+    it loads (and, at the CTA's start, for the first `lead`), forced at one iteration and past the end
+    of every tile (8; the request is clipped to the CTA's rows). The prefetch only warms L2, so the
+    results must match the recurrence as without it: two flush cycles per row, varlen windows,
+    padding, folds on demand, dtype pairs, both heads-per-CTA forms."""
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_L2", lead)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", heads)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_MMA", "0")
+    cfg = _spec_cfg(Bcap=16, T=T, rows=3, spare_slots=1, steps=steps_for_cycles(16, T, 3, cycles=3), state=state,
+                    act=act, paged=paged, null_slot=0, fold_prob=0.03, pad_prob=0.1, seed=1900 + T + int(lead))
+    run_checked(Mamba2(geo), cfg)
+
+
+@spec_only
+@pytest.mark.parametrize("value,T,message", [
+    ("9", 4, "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8"),
+    ("-1", 4, "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8"),
+    ("two", 4, "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8"),
+    ("1", 8, "REPLAYSSM_M2_SPEC_L2 sets the CUDA-core state stream's lead: the tensor-core stream"),
+])
+def test_spec_l2_lead_override_errors(value, T, message, monkeypatch):
+    """REPLAYSSM_M2_SPEC_L2 other than a count from 0 to 8, or a lead where the tensor-core stream
+    runs (fp32 checkpoint, bf16, T = 8): the error names the variable and the launch writes nothing."""
+    monkeypatch.delenv("REPLAYSSM_M2_SPEC_MMA", raising=False)
+    call, cache, out = _two_row_spec(ODD, torch.bfloat16, T=T, R=16, seed=10)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_L2", value)
+    _assert_launch_fails_cleanly(call, cache, out, message)
+
+
+@spec_only
 @pytest.mark.parametrize("value,act,geo,T,message", [
     ("1", torch.float16, ODD, 8, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16"),
     ("1", torch.bfloat16, ODD, 4, "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, "

@@ -114,6 +114,35 @@ inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma)
   return nullptr;
 }
 
+// Iterations of the CUDA-core state stream asked of L2 ahead of its loads (l2_lead_iters; the
+// tensor-core stream has its own per-tile prefetch, SpecMmaStream::prefetch_tile). The stream
+// keeps one iteration's loads in flight (8 KB per CTA for an fp32 state at N = 128), and at serving
+// batch a CTA streams 10-20 iterations after a prologue with nothing else in flight. H200, B = 16,
+// all accepted, fp32 checkpoint, bf16 activations, one build, lead 0 -> 2 (us): batch 256 nano
+// T = 2 359.2 -> 337.5, T = 4 436.2 -> 430.5, super T = 2 384.7 -> 370.5, T = 4 481.9 -> 469.5;
+// batch 512 nano T = 4 860.8 -> 847.5, super 953.2 -> 926.4. Leads 1 and 4 gained less. It does
+// not pay with fewer CTAs in flight (batch 64, 3.9 waves of nano's pair CTAs at 6 per SM: T = 4
+// 115.6 -> 118.1; super, 5.2 waves: level) nor with a 2-byte checkpoint (batch 256 T = 4 nano
+// 414.7 -> 420.4, super 466.9 -> 470.8; T <= 2 about 1 % faster): lead 2 from 8 waves of CTAs on,
+// fp32 checkpoints only. This rule against lead 0, same build: nano batch 256 T = 1 325.3 -> 312.0,
+// batch 512 T = 2 699.4 -> 654.3; super batch 128 (10.3 waves) T = 4 247.0 -> 241.9; with fp16
+// activations (the CUDA-core stream at every T) nano batch 256 T = 4 431.0 -> 424.1, T = 8 751.2 ->
+// 722.8. Below the threshold nano batch 128 (7.8 waves) forced to lead 2 was level at T = 1 and
+// 1 % faster at T = 4 (224.5 -> 222.5), batch 96 and 64 not faster. REPLAYSSM_M2_SPEC_L2 (0 to 8, read at every launch) overrides it for
+// measurements; any other value raises, and so does a lead on the tensor-core stream.
+inline const char* spec_l2_lead(bool mma, int state_bytes, int64_t ctas, int min_ctas, int32_t* lead) {
+  constexpr int kLeadWaves = 8;
+  *lead = !mma && state_bytes == 4 && ctas >= static_cast<int64_t>(kLeadWaves) * min_ctas * num_sms() ? 2 : 0;
+  const char* v = std::getenv("REPLAYSSM_M2_SPEC_L2");
+  if (v == nullptr || *v == '\0') return nullptr;
+  if (v[1] != '\0' || v[0] < '0' || v[0] > '8') return "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8";
+  *lead = v[0] - '0';
+  if (mma && *lead > 0)
+    return "REPLAYSSM_M2_SPEC_L2 sets the CUDA-core state stream's lead: the tensor-core stream (see "
+           "REPLAYSSM_M2_SPEC_MMA) prefetches its own tiles";
+  return nullptr;
+}
+
 // The rows of P one spec CTA streams (p_chunk) and the heads it takes, for one state stream.
 struct SpecTiling {
   int p_chunk;
@@ -177,6 +206,10 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   const int p_chunk = tiling.p_chunk, heads = tiling.heads;
   const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H / heads),
                   static_cast<unsigned>(p.batch));
+  SpecVerifyParams launch_params = sp;
+  if (const char* err = spec_l2_lead(mma, sizeof(St), static_cast<int64_t>(grid.x) * grid.y * grid.z,
+                                     spec_min_ctas<kT>(), &launch_params.l2_lead_iters))
+    return err;
   const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
   const size_t smem =
       static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, mma).total) * sizeof(float);
@@ -192,7 +225,7 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
                             : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, true>;
   }
   if (const char* err_smem = allow_smem(kernel, smem)) return err_smem;
-  kernel<<<grid, kWarps * 32, smem, stream>>>(sp, p_chunk);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(launch_params, p_chunk);
   return launch_status();
 }
 

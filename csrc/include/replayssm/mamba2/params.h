@@ -87,6 +87,9 @@ struct SpecVerifyParams {
   const int32_t* cu_seqlens;  // (batch+1,)
   int64_t num_tokens;         // dim 0 of x: rows whose token range leaves it are skipped
   int32_t max_tokens;         // T (<= kMaxSpecTokens on CUDA)
+  // Iterations of the CUDA-core state stream asked of L2 ahead of its loads (0: none); set by the
+  // launcher (spec_l2_lead), not by the ops.
+  int32_t l2_lead_iters;
 };
 
 // The largest T the CUDA spec kernels are compiled for (the window's C vectors live in registers).

@@ -8,7 +8,8 @@
 // B_k, the window's C in registers, the B_k . C_i products, the ring's B write -- is paid once per
 // pair, and the stream is heads * P contiguous rows of the state (heads are adjacent in its
 // layout). The state stream (TileStream of tile.cuh: 16-byte vectors, one iteration's loads in
-// flight, the fold's rank update, the state write) is shared with the replay kernel. With the
+// flight, the fold's rank update, the state write) is shared with the replay kernel; here it also
+// asks L2 for the iterations the launcher's lead ahead (spec_l2_lead). With the
 // row's entries numbered 0 .. hist+n-1 (the hist ring entries in logical order, then the n window
 // tokens; window token i is entry hist+i) and e0 = hist on flush rows, 0 otherwise (entries below
 // e0 are folded into the state tile, the rest are replayed per output), for each head:
@@ -166,10 +167,13 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   uint4 raw[U][KV];
   const MmaStream mma_stream{reinterpret_cast<float*>(S), tile_rows, plen};
   typename MmaStream::Unit mma_cur;
-  if constexpr (kMma)
+  if constexpr (kMma) {
     mma_stream.first_unit(mma_cur);
-  else
+  } else {
     stream.load(0, raw);
+    // The lead's first iterations, on their way to L2 while the prologue runs (spec_l2_lead).
+    if (sp.l2_lead_iters > 0) stream.prefetch_iters_l2(1, sp.l2_lead_iters);
+  }
 
   const int R = p.ring_len;
   const int hist = p.hist[slot];
@@ -367,6 +371,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   for (int it = 0; it < iters; ++it) {
     uint4 next[U][KV];
     if (it + 1 < iters) stream.load(it + 1, next);
+    if (sp.l2_lead_iters > 0) stream.prefetch_iters_l2(it + 1 + sp.l2_lead_iters, 1);
 
     float acc[U][KV][VE];
     if (n_upd == 0) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "replayssm/common/async_copy.cuh"
 #include "replayssm/common/lane_sums.cuh"
 
 namespace replayssm::mamba2 {
@@ -255,6 +256,14 @@ struct TileStream {
       for (int k = 0; k < KV; ++k)
         raw[u][k] = pl < plen ? load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), aligned) : make_uint4(0, 0, 0, 0);
     }
+  }
+
+  // Iterations [it0, it0 + count) of the tile asked of L2 by one bulk prefetch from thread 0 (their
+  // rows are contiguous in the state; clipped to the tile). Only 16-byte aligned views take it.
+  __device__ __forceinline__ void prefetch_iters_l2(int it0, int count) const {
+    const int r0 = it0 * kRowsPerIter, r1 = min(plen, (it0 + count) * kRowsPerIter);
+    if (threadIdx.x == 0 && aligned && r0 < r1)
+      prefetch_l2_bulk(S + static_cast<int64_t>(r0) * N, static_cast<uint32_t>((r1 - r0) * N * sizeof(St)));
   }
 
   // acc = raw, in fp32.
