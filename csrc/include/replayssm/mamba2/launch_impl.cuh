@@ -127,8 +127,9 @@ inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma)
 // fp32 checkpoints only. This rule against lead 0, same build: nano batch 256 T = 1 325.3 -> 312.0,
 // batch 512 T = 2 699.4 -> 654.3; super batch 128 (10.3 waves) T = 4 247.0 -> 241.9; with fp16
 // activations (the CUDA-core stream at every T) nano batch 256 T = 4 431.0 -> 424.1, T = 8 751.2 ->
-// 722.8. Below the threshold nano batch 128 (7.8 waves) forced to lead 2 was level at T = 1 and
-// 1 % faster at T = 4 (224.5 -> 222.5), batch 96 and 64 not faster. REPLAYSSM_M2_SPEC_L2 (0 to 8, read at every launch) overrides it for
+// 722.8. Below the threshold, forced to lead 2: nano batch 128 (7.8 waves) level at T = 1 and 1 %
+// faster at T = 4 (224.5 -> 222.5); batch 64 as above (T = 2 96.4 -> 95.8, T = 4 slower); batch 96
+// not timed with the lead. REPLAYSSM_M2_SPEC_L2 (0 to 8, read at every launch) overrides it for
 // measurements; any other value raises, and so does a lead on the tensor-core stream.
 inline const char* spec_l2_lead(bool mma, int state_bytes, int64_t ctas, int min_ctas, int32_t* lead) {
   constexpr int kLeadWaves = 8;
