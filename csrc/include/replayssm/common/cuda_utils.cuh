@@ -3,7 +3,21 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstdlib>
+
 namespace replayssm {
+
+// A launch-time override read from the environment (at every launch, so variants compare in one
+// process): a count 0..max written as one digit (max <= 9). Unset or empty leaves *value as the
+// launcher set it; any other text returns `err` (the message naming the variable).
+inline const char* env_count_override(const char* name, int max, const char* err, int32_t* value) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return nullptr;
+  if (v[1] != '\0' || v[0] < '0' || v[0] > '0' + max) return err;
+  *value = v[0] - '0';
+  return nullptr;
+}
 
 // The status a launcher hands back to the torch boundary: nullptr, or the launch error's text.
 inline const char* launch_status() {

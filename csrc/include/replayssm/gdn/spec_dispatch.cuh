@@ -5,8 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/heads_per_cta.cuh"
 #include "replayssm/gdn/dispatch.cuh"
@@ -64,10 +62,9 @@ struct WindowLauncher {
     // leads 2 and 4 lost everywhere. REPLAYSSM_GDN_L2 (a count of chunks, read at every launch)
     // overrides it for measurements; a value that is not a count from 0 to 8 raises.
     p.l2_lead_chunks = heads == 2 && kT == 4 ? 1 : 0;
-    if (const char* v = std::getenv("REPLAYSSM_GDN_L2"); v != nullptr && *v != '\0') {
-      if (v[1] != '\0' || v[0] < '0' || v[0] > '8') return "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8";
-      p.l2_lead_chunks = v[0] - '0';
-    }
+    if (const char* err = env_count_override("REPLAYSSM_GDN_L2", 8,
+                                             "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8", &p.l2_lead_chunks))
+      return err;
     const size_t bytes = static_cast<size_t>(smem_bytes(tile_rows, heads));
     const char* too_large = kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
                                     "exceed the shared memory of the device"

@@ -134,10 +134,9 @@ inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma)
 inline const char* spec_l2_lead(bool mma, int state_bytes, int64_t ctas, int min_ctas, int32_t* lead) {
   constexpr int kLeadWaves = 8;
   *lead = !mma && state_bytes == 4 && ctas >= static_cast<int64_t>(kLeadWaves) * min_ctas * num_sms() ? 2 : 0;
-  const char* v = std::getenv("REPLAYSSM_M2_SPEC_L2");
-  if (v == nullptr || *v == '\0') return nullptr;
-  if (v[1] != '\0' || v[0] < '0' || v[0] > '8') return "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8";
-  *lead = v[0] - '0';
+  if (const char* err = env_count_override("REPLAYSSM_M2_SPEC_L2", 8,
+                                            "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8", lead))
+    return err;
   if (mma && *lead > 0)
     return "REPLAYSSM_M2_SPEC_L2 sets the CUDA-core state stream's lead: the tensor-core stream (see "
            "REPLAYSSM_M2_SPEC_MMA) prefetches its own tiles";
