@@ -10,7 +10,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/heads_per_cta.cuh"
@@ -98,13 +97,11 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
 inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma) {
   const bool fits = p.geo.P % kSpecMmaTileRows == 0 && p.state_vec_aligned;
   *mma = built && fits;
-  const char* v = std::getenv("REPLAYSSM_M2_SPEC_MMA");
-  if (v == nullptr || *v == '\0') return nullptr;
-  if (std::strcmp(v, "0") == 0) {
-    *mma = false;
-    return nullptr;
-  }
-  if (std::strcmp(v, "1") != 0) return "REPLAYSSM_M2_SPEC_MMA must be 0 or 1";
+  int32_t forced = -1;
+  if (const char* err = env_count_override("REPLAYSSM_M2_SPEC_MMA", 1, "REPLAYSSM_M2_SPEC_MMA must be 0 or 1", &forced))
+    return err;
+  if (forced == 0) *mma = false;
+  if (forced != 1) return nullptr;
   if (!built)
     return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16 activations, "
            "windows of 5 to 8 tokens and dstate a multiple of 32";
