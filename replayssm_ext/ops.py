@@ -188,7 +188,10 @@ def mamba2_spec_verify(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     kernel asks L2 for the state rows two iterations ahead of its loads; ``REPLAYSSM_M2_SPEC_L2`` (a
     count of iterations from ``0`` to ``8``, read at every launch) overrides that lead for
     measurements. It changes only timing; another value, or a lead on the tensor-core stream,
-    raises.
+    raises. With an fp32 ``state`` in a 16-byte aligned view and ``T`` in 3..4 (off the tensor
+    cores), every launch takes a kernel instance whose stream is compiled for aligned views (no
+    per-row test of the alignment); ``REPLAYSSM_M2_SPEC_VEC`` (``0`` or ``1``, read at every launch) forces
+    it off or on, and raises where it cannot run. It changes only timing.
 
     Returns ``out``.
     """

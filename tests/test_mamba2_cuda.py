@@ -490,6 +490,62 @@ def test_spec_l2_lead_forms(geo, T, state, act, heads, paged, lead, monkeypatch)
 
 
 @spec_only
+@pytest.mark.parametrize("lead", ["0", "2"])
+@pytest.mark.parametrize("geo,act,heads", [
+    (NANO, "bf16", "2"),   # pairs: 160 rows, 10 iterations (the serving form)
+    (SUPER, "fp16", "1"),  # one head at a time, 64 rows
+    (WIDE, "fp32", "1"),   # N = 256; P = 48, not a multiple of an iteration's rows
+    (TINY, "bf16", "2"),   # N = 16: several rows per warp load
+])
+def test_spec_vec_stream_forms(geo, act, heads, lead, monkeypatch):
+    """REPLAYSSM_M2_SPEC_VEC=1: the CUDA-core stream compiled for 16-byte aligned state views (fp32
+    checkpoint, the 4-token tile; its sums presorted by token), forced so that the forms stay covered
+    whatever the launcher's rule, with and without the L2 lead (whose bounds only thread 0 works out
+    there). Against the recurrence over
+    four flush cycles per row: varlen windows (n = 1..4: 3-token windows run in the same tile),
+    padding, folds on demand, unpaged (aligned) caches, both heads-per-CTA forms."""
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_VEC", "1")
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", heads)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_L2", lead)
+    cfg = _spec_cfg(Bcap=16, T=4, rows=3, spare_slots=1, steps=steps_for_cycles(16, 4, 3, cycles=4), state="fp32",
+                    act=act, paged=False, null_slot=0, fold_prob=0.03, pad_prob=0.1, seed=2000 + 10 * int(lead) + geo.N)
+    run_checked(Mamba2(geo), cfg)
+
+
+def _misaligned_state(cache):
+    """The cache's state moved to a view 4 bytes into a fresh buffer: a base off the 16-byte grid."""
+    state = cache["state"]
+    buf = torch.empty(state.numel() + 1, dtype=state.dtype, device=state.device)
+    view = buf[1:].view_as(state)
+    view.copy_(state)
+    cache["state"] = view
+
+
+_VEC_NOT_BUILT = "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream is built for an fp32 checkpoint at windows of 3 or 4"
+
+
+@spec_only
+@pytest.mark.parametrize("value,T,act,misaligned,message", [
+    ("2", 4, torch.bfloat16, False, "REPLAYSSM_M2_SPEC_VEC must be 0 or 1"),
+    ("on", 4, torch.bfloat16, False, "REPLAYSSM_M2_SPEC_VEC must be 0 or 1"),
+    ("1", 2, torch.bfloat16, False, _VEC_NOT_BUILT),
+    ("1", 8, torch.bfloat16, False, _VEC_NOT_BUILT),
+    ("1", 4, torch.float32, False, _VEC_NOT_BUILT),  # fp32 activations at N = 64
+    ("1", 4, torch.bfloat16, True, "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream needs a 16-byte aligned state view"),
+])
+def test_spec_vec_stream_override_errors(value, T, act, misaligned, message, monkeypatch):
+    """REPLAYSSM_M2_SPEC_VEC other than 0 / 1, or 1 where the aligned-view stream cannot run (another
+    window tile, fp32 activations at dstate 64, a state view off the 16-byte grid): the error names
+    the variable and why, and the launch writes nothing."""
+    monkeypatch.delenv("REPLAYSSM_M2_SPEC_MMA", raising=False)
+    call, cache, out = _two_row_spec(ODD, act, T=T, R=16, seed=12)
+    if misaligned:
+        _misaligned_state(cache)
+    monkeypatch.setenv("REPLAYSSM_M2_SPEC_VEC", value)
+    _assert_launch_fails_cleanly(call, cache, out, message)
+
+
+@spec_only
 @pytest.mark.parametrize("value,T,message", [
     ("9", 4, "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8"),
     ("-1", 4, "REPLAYSSM_M2_SPEC_L2 must be a count of iterations from 0 to 8"),

@@ -8,6 +8,13 @@
 // selects and adds its partner's partial of that half; the remaining levels are a plain butterfly.
 // On return v[m], m < kept_sums<M>(), holds the group total of value first_sum<M>(lr) + m in every
 // lane of the same lr / (lanes sharing it); the lanes with sum_holder<M>(lr) write it once.
+//
+// Each halving costs two selects per exchange (which half to send, which to keep) unless the lane
+// already holds its values in the order that level wants: with kPresorted levels, the caller puts
+// value m ^ first_sum<M>(lr)'s bits of those levels (presorted_mask) in v[m], and those levels send
+// the upper half and keep the lower half in every lane. A kernel gets that order for free where the
+// level's bit indexes operands it holds per lane anyway (Mamba-2's spec window tokens, whose C
+// vectors are loaded once per CTA in the presorted order).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,12 +43,25 @@ struct LaneSums {
   }
   template <int M>
   __device__ __forceinline__ static bool sum_holder(int lr) { return lr % (kLanes >> halvings<M>()) == 0; }
-  // lr: the lane's index within its group; the groups are aligned runs of kLanes lanes.
-  template <int M>
+  // The index bits the first kLevels halvings of M values select in lane lr (first_sum<M>'s part
+  // from those levels): a presorted lane holds value m ^ presorted_mask in v[m].
+  template <int M, int kLevels>
+  __device__ __forceinline__ static int presorted_mask(int lr) {
+    static_assert(kLevels >= 0 && kLevels <= halvings<M>(), "kLevels: at most the halvings of M values");
+    int mask = 0;
+#pragma unroll
+    for (int s = 0; s < kLevels; ++s)
+      if (lr & (kLanes >> (s + 1))) mask |= M >> (s + 1);
+    return mask;
+  }
+  // lr: the lane's index within its group; the groups are aligned runs of kLanes lanes. The first
+  // kPresorted halvings take v in presorted order (above); the result is the same either way.
+  template <int M, int kPresorted = 0>
   __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) {
     static_assert(M > 0 && (M & (M - 1)) == 0, "row_sums needs a power-of-two count");
+    static_assert(kPresorted >= 0 && kPresorted <= halvings<M>(), "kPresorted: at most the halvings of M values");
     constexpr int kHalvings = halvings<M>();
-    halve<M, 0>(v, lr);
+    halve<M, 0, kPresorted>(v, lr);
 #pragma unroll
     for (int off = kLanes >> (kHalvings + 1); off > 0; off >>= 1)
 #pragma unroll
@@ -52,7 +72,9 @@ struct LaneSums {
   // Halving S (and the ones after it), each level a template instance so that its count is a
   // constant: with the count a function of a loop variable nvcc left the 8-wide first level of
   // 16 values as a loop over an indexed array in local memory (64-byte stack frame, STL / LDL).
-  template <int M, int S>
+  // A presorted level (S < kPresorted): the partner holds the same values in the mirrored order,
+  // so v[m + half] is what it keeps and v[m] what this lane keeps, whichever half that is.
+  template <int M, int S, int kPresorted>
   __device__ __forceinline__ static void halve(float (&v)[M], int lr) {
     if constexpr (S < halvings<M>()) {
       constexpr int off = kLanes >> (S + 1);
@@ -60,11 +82,15 @@ struct LaneSums {
       const bool upper = (lr & off) != 0;
 #pragma unroll
       for (int m = 0; m < half; ++m) {
-        const float send = upper ? v[m] : v[m + half];
-        const float keep = upper ? v[m + half] : v[m];
-        v[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        if constexpr (S < kPresorted) {
+          v[m] += __shfl_xor_sync(0xffffffffu, v[m + half], off);
+        } else {
+          const float send = upper ? v[m] : v[m + half];
+          const float keep = upper ? v[m + half] : v[m];
+          v[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
       }
-      halve<M, S + 1>(v, lr);
+      halve<M, S + 1, kPresorted>(v, lr);
     }
   }
 };

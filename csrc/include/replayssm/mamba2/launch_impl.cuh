@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/heads_per_cta.cuh"
@@ -140,6 +141,32 @@ inline const char* spec_l2_lead(bool mma, int state_bytes, int64_t ctas, int min
   return nullptr;
 }
 
+// Whether a launch takes the CUDA-core stream compiled for 16-byte aligned state views (kVecStream,
+// built where kSpecVecStream): on every aligned view off the tensor cores, at every batch. H200,
+// B = 16, T = 4, fp32 checkpoint, bf16, one build, the instance forced off / on (session 16, with the
+// presorted token sums; processes alternating): nano 8.70 / 8.65 us at batch 1, 24.05 / 23.78 at 8,
+// 61.3 / 60.5 at 32, 114.9 / 112.6 at 64, 425.7 / 412.6 at 256, 835.4 / 809.4 at 512; super 8.76 /
+// 8.72, 26.4 / 26.2, 67.0 / 67.0, 127.4 / 126.0, 457.3 / 452.3, 899.9 / 889.6. No batch was slower.
+// REPLAYSSM_M2_SPEC_VEC (0 or 1, read at every launch) overrides it; 1 where the stream cannot run,
+// or any other value, raises.
+inline const char* spec_vec_stream(bool built, bool mma, bool aligned, bool* vec) {
+  *vec = built && !mma && aligned;
+  int32_t forced = -1;
+  if (const char* err = env_count_override("REPLAYSSM_M2_SPEC_VEC", 1, "REPLAYSSM_M2_SPEC_VEC must be 0 or 1", &forced))
+    return err;
+  if (forced == 0) *vec = false;
+  if (forced == 1) {
+    if (!built || mma)
+      return "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream is built for an fp32 checkpoint at windows of 3 or 4 "
+             "tokens on the CUDA cores, not for fp32 activations at dstate 64 or less";
+    if (!aligned)
+      return "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream needs a 16-byte aligned state view (base and slot "
+             "stride)";
+    *vec = true;
+  }
+  return nullptr;
+}
+
 // The rows of P one spec CTA streams (p_chunk) and the heads it takes, for one state stream.
 struct SpecTiling {
   int p_chunk;
@@ -204,17 +231,29 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   const dim3 grid(static_cast<unsigned>((p.geo.P + p_chunk - 1) / p_chunk), static_cast<unsigned>(p.geo.H / heads),
                   static_cast<unsigned>(p.batch));
   SpecVerifyParams launch_params = sp;
-  if (const char* err = spec_l2_lead(mma, sizeof(St), static_cast<int64_t>(grid.x) * grid.y * grid.z,
-                                     spec_min_ctas<kT>(), &launch_params.l2_lead_iters))
+  const int64_t ctas = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  if (const char* err = spec_l2_lead(mma, sizeof(St), ctas, spec_min_ctas<kT>(), &launch_params.l2_lead_iters))
+    return err;
+  constexpr bool kVecBuilt = kSpecVecStream<Act, St, N, kT>;
+  bool vec = false;
+  if (const char* err = spec_vec_stream(kVecBuilt, mma, p.state_vec_aligned, &vec))
     return err;
   const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
   const size_t smem =
       static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, mma).total) * sizeof(float);
   constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
-  auto kernel = heads == 2 ? (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 2>
-                                     : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2>)
-                           : (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 1>
-                                     : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1>);
+  // The CUDA-core instance for the tiling, with (std::true_type) or without the aligned-view stream.
+  auto cuda_core_kernel = [&](auto vec_stream) {
+    constexpr bool kVec = decltype(vec_stream)::value;
+    return heads == 2 ? (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 2, false, kVec>
+                                : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2, false, kVec>)
+                      : (b_copy ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, kCopyPossible, 1, false, kVec>
+                                : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, false, kVec>);
+  };
+  auto kernel = cuda_core_kernel(std::false_type{});
+  if constexpr (kVecBuilt) {
+    if (vec) kernel = cuda_core_kernel(std::true_type{});
+  }
   if constexpr (kMmaBuilt) {
     if (mma)
       kernel = heads == 4   ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 4, true>

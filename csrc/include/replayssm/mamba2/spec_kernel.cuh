@@ -24,6 +24,13 @@
 //
 // Each state row meets all kT C vectors while it is in registers: kT dot products per row, reduced
 // across the row's lanes with RowLayout::row_sums (about kT + log2(lanes) shuffles, not kT log2).
+// At the 4-token tile a lane holds the window's C vectors in its presorted token order (LaneSums:
+// token i ^ tok_mask in c_reg[i]) and the sums of a stream iteration are token-major, so the
+// halvings that split tokens need no selects: 24 of the iteration's 30 (session 15's ncu counted
+// ~280 instructions per non-flush iteration, 62 of them the reduction). Same sums, same order of
+// additions: the outputs do not change by a bit. H200, B = 16, fp32 checkpoint, batch 256, same
+// run: nano 421.6 -> 412.6 us, super 458.2 -> 452.3 (aligned-view stream); at T = 2 the same
+// change ran 2 % slower (nano 337.3 -> 343.9), so the other tiles keep the row-major sums.
 //
 // Tensor cores: with an fp32 checkpoint and bf16 activations at T = 5..8 (kMma; spec_mma.cuh) the
 // state stream's products and the flush rows' fold run as bf16 mma from registers, and the B_k . C_i
@@ -94,6 +101,15 @@ constexpr int spec_min_ctas() {
 #endif
 }
 
+// The instances with a second CUDA-core stream compiled for 16-byte aligned state views
+// (kVecStream; the launcher's spec_vec_stream picks it): an fp32 checkpoint at the 4-token tile,
+// where the stream is bound by instruction issue (ncu, nano batch 256: ~50 % of warp samples in
+// issue states, 4 % waiting on memory) and the per-row branches around the two load forms were
+// ~40 of an iteration's ~280 instructions. Not with fp32 activations at N <= 64, where the pair
+// instances spilled 184-232 bytes (ptxas; the run-time form there: 0-40).
+template <typename Act, typename St, int N, int kT>
+inline constexpr bool kSpecVecStream = sizeof(St) == 4 && kT == 4 && !(sizeof(Act) == 4 && N <= 64);
+
 // State rows per thread and stream iteration: RowLayout's (16 state values), halved where the
 // window's kT C vectors over a lane's columns (kT kPerLane floats, held in registers) exceed 32
 // values, doubled for a 2-byte state at T = 1. Without the halving, T = 8 spilled within the 96
@@ -119,7 +135,8 @@ __host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_b
 
 // kMma: the state stream on tensor cores (spec_mma.cuh; the launcher takes it where kSpecMma and
 // spec_mma_choice allow it), else TileStream on the CUDA cores.
-template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int kHeads, bool kMma = false>
+template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int kHeads, bool kMma = false,
+          bool kVecStream = false>
 __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
   using L = RowLayout<St, N>;
@@ -130,10 +147,14 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   constexpr int VE = Stream::VE;
   constexpr int kRowsPerIter = Stream::kRowsPerIter;
   constexpr int kKept = L::template kept_sums<kT>();
+  // The halvings that split window tokens, presorted at the 4-token tile (header comment).
+  constexpr bool kPresortTokens = kT == 4;
+  constexpr int kTokenLevels = kPresortTokens ? L::template halvings<kT>() : 0;
   static_assert(kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0, "kT: a power of two up to kMaxSpecTokens");
   static_assert(kHeads == 1 || kHeads == 2 || (kHeads == 4 && kMma),
                 "kHeads: one head (any P chunk), a pair of whole heads, or four on the tensor-core stream");
   static_assert(!kMma || (kSpecMma<Act, St, N, kT> && !kBCopy), "kMma: the kSpecMma instances, which fold without a B copy");
+  static_assert(!kVecStream || (kSpecVecStream<Act, St, N, kT> && !kMma), "kVecStream: the CUDA-core stream of kSpecVecStream");
   // (Named for every instance, instantiated with N only where it is taken: N = 8, 16 have no units.)
   using MmaStream = SpecMmaStream<(kMma ? N : 32), kWarps, kHeads>;
   // A template argument: with the count known at run time the one-head CTAs ran ~7 % slower than
@@ -252,17 +273,23 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
                                   reinterpret_cast<__nv_bfloat16*>(smem + lay.c_tile), lay.ldc);
   }
 
-  // C of every window token for this lane's n indices (zero past n: those sums are never written);
-  // the tensor-core stream reads the staged C tile instead.
+  // C of every window token for this lane's n indices (zero past n: those sums are never written),
+  // token i ^ tok_mask in c_reg[i] (the presorted order of the reductions); the tensor-core stream
+  // reads the staged C tile instead.
   float c_reg[kT][KV][VE];
   if constexpr (!kMma) {
+    // (Only where presorted: the call alone, returning 0, changed nvcc's code for the T = 2 kernel.)
+    int tok_mask = 0;
+    if constexpr (kTokenLevels > 0) tok_mask = L::template presorted_mask<kT, kTokenLevels>(lr);
 #pragma unroll
-    for (int i = 0; i < kT; ++i)
+    for (int i = 0; i < kT; ++i) {
+      const int tok = i ^ tok_mask;
 #pragma unroll
       for (int k = 0; k < KV; ++k)
 #pragma unroll
         for (int e = 0; e < VE; ++e)
-          c_reg[i][k][e] = i < n ? to_float(C_in[static_cast<int64_t>(i) * p.tok.C_stride + L::n_of(lr, k, e)]) : 0.f;
+          c_reg[i][k][e] = tok < n ? to_float(C_in[static_cast<int64_t>(tok) * p.tok.C_stride + L::n_of(lr, k, e)]) : 0.f;
+    }
   }
 
   // The window's ring entries at logical hist .. hist+n-1 (after the history, folded or not); x is
@@ -326,7 +353,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
           for (int i = 0; i < kT; ++i) part[i] = fmaf(bv[e], c_reg[i][k][e], part[i]);
       }
     }
-    L::template row_sums<kT>(part, lr);
+    L::template row_sums<kT, kTokenLevels>(part, lr);
     if (j < n_ent && L::template sum_holder<kT>(lr)) {
       const int first = L::template first_sum<kT>(lr);
 #pragma unroll
@@ -368,10 +395,20 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     mma_stream.run(mma_cur, reinterpret_cast<const __nv_bfloat16*>(smem + lay.c_tile), lay.ldc, fold, n, dot_s);
   }
   const int iters = kMma ? 0 : (tile_rows + kRowsPerIter - 1) / kRowsPerIter;
+  // kVecStream (spec_vec_stream): launched on 16-byte aligned state views only, so the loads and
+  // stores need no per-row test of the flag, and the warps without thread 0 skip the lead's bounds.
+  const auto state_aligned = stream_alignment<kVecStream>(stream.aligned);
+  const St* const lane_origin = stream.lane_origin();
   for (int it = 0; it < iters; ++it) {
     uint4 next[U][KV];
-    if (it + 1 < iters) stream.load(it + 1, next);
-    if (sp.l2_lead_iters > 0) stream.prefetch_iters_l2(it + 1 + sp.l2_lead_iters, 1);
+    if (it + 1 < iters) {
+      if constexpr (kVecStream)
+        stream.load_from(lane_origin, it + 1, next, state_aligned);
+      else
+        stream.load(it + 1, next, state_aligned);
+    }
+    if (sp.l2_lead_iters > 0 && (!kVecStream || threadIdx.x == 0))
+      stream.prefetch_iters_l2(it + 1 + sp.l2_lead_iters, 1);
 
     float acc[U][KV][VE];
     if (n_upd == 0) {
@@ -386,13 +423,15 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       else
         stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
     }
-    if (write_state) stream.store(it, acc);
+    if (write_state) stream.store(it, acc, state_aligned);
 
     // The kT dot products of each state row with the window's C vectors: all U rows' sums reduced
     // together up to 16 sums (fewer shuffles than row by row; 32 would need 16 more live
-    // registers), else row by row.
+    // registers), else row by row. Presorted, they are token-major (sum i U + u), so the token bits
+    // are the first halvings' and c_reg's order serves them; else row-major (sum u kT + i).
     if constexpr (U * kT <= 16) {
       constexpr int M = U * kT;
+      auto sum_index = [](int u, int i) { return kPresortTokens ? i * U + u : u * kT + i; };
       float part[M];
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -403,14 +442,15 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
           for (int k = 0; k < KV; ++k)
 #pragma unroll
             for (int e = 0; e < VE; ++e) d = fmaf(acc[u][k][e], c_reg[i][k][e], d);
-          part[u * kT + i] = d;
+          part[sum_index(u, i)] = d;
         }
-      L::template row_sums<M>(part, lr);
+      L::template row_sums<M, kTokenLevels>(part, lr);
       if (L::template sum_holder<M>(lr)) {
         const int first_m = L::template first_sum<M>(lr);
 #pragma unroll
         for (int m = 0; m < L::template kept_sums<M>(); ++m) {
-          const int u = (first_m + m) / kT, i = (first_m + m) % kT;
+          const int c = first_m + m;
+          const int u = kPresortTokens ? c % U : c / kT, i = kPresortTokens ? c / U : c % kT;
           const int pl = stream.row_of(it, u);
           if (i < n && pl < tile_rows) dot_s[i * tile_rows + pl] = part[m];
         }
@@ -429,7 +469,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
 #pragma unroll
             for (int e = 0; e < VE; ++e) part[i] = fmaf(acc[u][k][e], c_reg[i][k][e], part[i]);
         }
-        L::template row_sums<kT>(part, lr);
+        L::template row_sums<kT, kTokenLevels>(part, lr);
         const int pl = stream.row_of(it, u);
         if (holder && pl < tile_rows) {
 #pragma unroll

@@ -171,8 +171,14 @@ struct RowLayout {
   __device__ __forceinline__ static int first_sum(int lr) { return Sums::template first_sum<M>(lr); }
   template <int M>
   __device__ __forceinline__ static bool sum_holder(int lr) { return Sums::template sum_holder<M>(lr); }
+  template <int M, int kPresorted = 0>
+  __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) {
+    Sums::template row_sums<M, kPresorted>(v, lr);
+  }
+  template <int M, int kLevels>
+  __device__ __forceinline__ static int presorted_mask(int lr) { return Sums::template presorted_mask<M, kLevels>(lr); }
   template <int M>
-  __device__ __forceinline__ static void row_sums(float (&v)[M], int lr) { Sums::row_sums(v, lr); }
+  __host__ __device__ static constexpr int halvings() { return Sums::template halvings<M>(); }
 };
 
 // Rows of one head handled per CTA iteration, for the host-side choice of the P chunk.
@@ -222,6 +228,16 @@ __device__ __forceinline__ void store_state_vec(St* p, const uint4& v, bool alig
   }
 }
 
+// A state view's 16-byte alignment for TileStream::load / store: std::true_type in a kernel instance
+// that is launched on aligned views only (the launcher checks), else the run-time flag.
+template <bool kKnownAligned>
+__device__ __forceinline__ auto stream_alignment(bool aligned) {
+  if constexpr (kKnownAligned)
+    return std::true_type{};
+  else
+    return aligned;
+}
+
 // One thread's share of the stream of a (head, P chunk) state tile, shared by the replay and spec
 // kernels: per iteration U rows of KV 16-byte vectors (RowLayout), row pl of the chunk at
 // S + pl * N; rows at or past plen load as zeros and are never stored. U defaults to RowLayout's
@@ -248,13 +264,37 @@ struct TileStream {
     return it * kRowsPerIter + (u * kWarps + warp) * L::kRowsPerWarp + rw;
   }
 
-  __device__ __forceinline__ void load(int it, uint4 (&raw)[U][KV]) const {
+  __device__ __forceinline__ void load(int it, uint4 (&raw)[U][KV]) const { load(it, raw, aligned); }
+  // vec_aligned: the view's 16-byte alignment as a bool, or std::true_type where the launch
+  // guarantees it (stream_alignment); then each row is one predicated 16-byte load, where the
+  // run-time flag puts a branch around both load forms in every row.
+  template <typename Aligned>
+  __device__ __forceinline__ void load(int it, uint4 (&raw)[U][KV], Aligned vec_aligned) const {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int pl = row_of(it, u);
 #pragma unroll
       for (int k = 0; k < KV; ++k)
-        raw[u][k] = pl < plen ? load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), aligned) : make_uint4(0, 0, 0, 0);
+        raw[u][k] = pl < plen ? load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), static_cast<bool>(vec_aligned))
+                              : make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // This thread's first state element of iteration 0 (row row_of(0, 0), its lane's first vector):
+  // every other load of the tile is at a constant offset from it plus it * kRowsPerIter rows.
+  __device__ __forceinline__ const St* lane_origin() const { return S + static_cast<int64_t>(row_of(0, 0)) * N + L::n_of(lr, 0, 0); }
+  // load(it, raw, vec_aligned) addressed from lane_origin(), kept by the caller.
+  template <typename Aligned>
+  __device__ __forceinline__ void load_from(const St* origin, int it, uint4 (&raw)[U][KV], Aligned vec_aligned) const {
+    const St* const base = origin + static_cast<int64_t>(it) * kRowsPerIter * N;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int pl = row_of(it, u);
+#pragma unroll
+      for (int k = 0; k < KV; ++k)
+        raw[u][k] = pl < plen ? load_state_vec(base + (u * kWarps * L::kRowsPerWarp * N + k * L::kLanesPerRow * VE),
+                                               static_cast<bool>(vec_aligned))
+                              : make_uint4(0, 0, 0, 0);
     }
   }
 
@@ -325,13 +365,17 @@ struct TileStream {
   }
 
   // The rows of iteration it back to the state, in its dtype.
-  __device__ __forceinline__ void store(int it, const float (&acc)[U][KV][VE]) const {
+  __device__ __forceinline__ void store(int it, const float (&acc)[U][KV][VE]) const { store(it, acc, aligned); }
+  template <typename Aligned>
+  __device__ __forceinline__ void store(int it, const float (&acc)[U][KV][VE], Aligned vec_aligned) const {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int pl = row_of(it, u);
       if (pl < plen) {
 #pragma unroll
-        for (int k = 0; k < KV; ++k) store_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), V::pack(acc[u][k]), aligned);
+        for (int k = 0; k < KV; ++k)
+          store_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), V::pack(acc[u][k]),
+                          static_cast<bool>(vec_aligned));
       }
     }
   }
