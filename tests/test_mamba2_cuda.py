@@ -501,9 +501,9 @@ def test_spec_vec_stream_forms(geo, act, heads, lead, monkeypatch):
     """REPLAYSSM_M2_SPEC_VEC=1: the CUDA-core stream compiled for 16-byte aligned state views (fp32
     checkpoint, the 4-token tile; its sums presorted by token), forced so that the forms stay covered
     whatever the launcher's rule, with and without the L2 lead (whose bounds only thread 0 works out
-    there). Against the recurrence over
-    four flush cycles per row: varlen windows (n = 1..4: 3-token windows run in the same tile),
-    padding, folds on demand, unpaged (aligned) caches, both heads-per-CTA forms."""
+    there). Against the recurrence over four flush cycles per row: varlen windows (n = 1..4: 3-token
+    windows run in the same tile), padding, folds on demand, unpaged (aligned) caches, both
+    heads-per-CTA forms."""
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_VEC", "1")
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", heads)
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_L2", lead)
