@@ -34,22 +34,38 @@
 
 namespace replayssm::gdn {
 
-// The partial sums both forms leave: part[(warp * rows + row) * kOutPad + m], one chunk of `rows`
-// rows, kOutPad = kOut rounded up to whole n-tiles of 8.
+// The partial sums both forms leave, one chunk of `rows` rows: per warp and row kOutPad floats
+// (kOut rounded up to whole n-tiles of 8), the output index XORed with an even key of the row
+// (slot). The reader (the kernel's finish pass) takes one output of 16 consecutive rows per
+// half-warp: unkeyed, rows 4 apart (kOutPad 8) or 2 apart (16) share a bank, and ncu counted 4
+// wavefronts per read (Qwen3.5-4B T = 4, session 16: 4.4 M of the launch's 20.6 M shared
+// wavefronts). With the key those rows land on distinct banks, and the writers' float2 pairs
+// (outputs 2t, 2t + 1) stay adjacent and 8-byte aligned because the key is even. H200, same run
+// (session 17), Qwen3.5-4B batch 256: T = 8 cycle 477.2 -> 453.6 us (16 outputs: 8 wavefronts per
+// read unkeyed), T = 4 262.7 -> 261.9, T = 2 unchanged.
 template <int kOut>
 struct WindowPartials {
   static_assert(kOut >= 2 && kOut <= 16, "kOut: 2 kT outputs, kT <= 8");
   static constexpr int kNTiles = (kOut + 7) / 8;
   static constexpr int kOutPad = 8 * kNTiles;
+  static constexpr int kRowsPerBankRow = 32 / kOutPad;  // rows whose partials fill one 32-bank row
 
   // Floats of `part` for one chunk of `rows` rows.
   __host__ __device__ static constexpr int part_floats(int rows) { return kWarps * rows * kOutPad; }
+
+  // The key of chunk row r; it repeats every 16 rows, so rows m0 + g of an m0 multiple of 16 (the
+  // writers' mma tiles) take g's.
+  static __device__ __forceinline__ int key(int r) { return ((r / kRowsPerBankRow) & (kOutPad / 2 - 1)) << 1; }
+  // Where warp w's partial of chunk row r and output m sits, given key(r).
+  static __device__ __forceinline__ int slot(int rows, int w, int r, int m, int row_key) {
+    return (w * rows + r) * kOutPad + (m ^ row_key);
+  }
 
   // The product of chunk row r and output m: the warps' partials summed in warp order.
   static __device__ __forceinline__ float total(const float* part, int rows, int r, int m) {
     float x = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) x += part[(w * rows + r) * kOutPad + m];
+    for (int w = 0; w < kWarps; ++w) x += part[slot(rows, w, r, m, key(r))];
     return x;
   }
 };
@@ -98,11 +114,12 @@ struct WindowMma : WindowPartials<kOut> {
     }
   }
 
-  // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
-  // part[(warp * rows + row) * kOutPad + m].
+  // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into part
+  // (WindowPartials::slot).
   static __device__ __forceinline__ void chunk(const float* buf, int rows, const BFrags& f, float* part) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
+    const int key_g = WindowPartials<kOut>::key(g), key_g8 = WindowPartials<kOut>::key(g + 8);
     for (int m0 = 0; m0 < rows; m0 += 16) {
       const bool lower = m0 + g < rows, upper = m0 + g + 8 < rows;  // this lane's two rows exist
       // One accumulator per product term (lo.hi, hi.lo, hi.hi): three independent mma chains.
@@ -138,9 +155,10 @@ struct WindowMma : WindowPartials<kOut> {
         float sum[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) sum[e] = (acc[nt][0][e] + acc[nt][1][e]) + acc[nt][2][e];
-        float* dst = part + (warp * rows + m0 + g) * kOutPad + nt * 8 + 2 * t;
-        if (lower) *reinterpret_cast<float2*>(dst) = make_float2(sum[0], sum[1]);
-        if (upper) *reinterpret_cast<float2*>(dst + 8 * kOutPad) = make_float2(sum[2], sum[3]);
+        const int m = nt * 8 + 2 * t;
+        if (lower) *reinterpret_cast<float2*>(part + WindowPartials<kOut>::slot(rows, warp, m0 + g, m, key_g)) = make_float2(sum[0], sum[1]);
+        if (upper)
+          *reinterpret_cast<float2*>(part + WindowPartials<kOut>::slot(rows, warp, m0 + g + 8, m, key_g8)) = make_float2(sum[2], sum[3]);
       }
     }
   }
@@ -187,11 +205,12 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
     }
   }
 
-  // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into
-  // part[(warp * rows + row) * kOutPad + m].
+  // This warp's partial products of the chunk's `rows` rows (swizzled stage layout) into part
+  // (WindowPartials::slot).
   static __device__ __forceinline__ void chunk(const __nv_bfloat16* buf, int rows, const BFrags& f, float* part) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
+    const int key_g = WindowPartials<kOut>::key(g), key_g8 = WindowPartials<kOut>::key(g + 8);
     for (int m0 = 0; m0 < rows; m0 += 16) {
       const bool lower = m0 + g < rows, upper = m0 + g + 8 < rows;  // this lane's two rows exist
       float acc_hi[kNTiles][4], acc_lo[kNTiles][4];
@@ -215,10 +234,12 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
       }
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
-        float* dst = part + (warp * rows + m0 + g) * kOutPad + nt * 8 + 2 * t;
-        if (lower) *reinterpret_cast<float2*>(dst) = make_float2(acc_lo[nt][0] + acc_hi[nt][0], acc_lo[nt][1] + acc_hi[nt][1]);
+        const int m = nt * 8 + 2 * t;
+        if (lower)
+          *reinterpret_cast<float2*>(part + WindowPartials<kOut>::slot(rows, warp, m0 + g, m, key_g)) =
+              make_float2(acc_lo[nt][0] + acc_hi[nt][0], acc_lo[nt][1] + acc_hi[nt][1]);
         if (upper)
-          *reinterpret_cast<float2*>(dst + 8 * kOutPad) =
+          *reinterpret_cast<float2*>(part + WindowPartials<kOut>::slot(rows, warp, m0 + g + 8, m, key_g8)) =
               make_float2(acc_lo[nt][2] + acc_hi[nt][2], acc_lo[nt][3] + acc_hi[nt][3]);
       }
     }
