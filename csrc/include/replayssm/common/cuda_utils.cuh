@@ -19,6 +19,24 @@ inline const char* env_count_override(const char* name, int max, const char* err
   return nullptr;
 }
 
+// A launcher's choice of a kernel form, with an override from the environment (read at every
+// launch, so both forms compare in one process): the launcher's rule (`rule`, which implies built
+// and fits) unless the variable says "0" (off) or "1" (on, where the form can run: err_not_built
+// where it is not compiled for this launch, err_not_fits where this launch's shapes do not fit it).
+// Unset or empty leaves the rule; any other text returns err_value.
+inline const char* env_forced_choice(const char* name, const char* err_value, bool rule, bool built, bool fits,
+                                     const char* err_not_built, const char* err_not_fits, bool* on) {
+  *on = rule;
+  int32_t forced = -1;
+  if (const char* err = env_count_override(name, 1, err_value, &forced)) return err;
+  if (forced == 0) *on = false;
+  if (forced != 1) return nullptr;
+  if (!built) return err_not_built;
+  if (!fits) return err_not_fits;
+  *on = true;
+  return nullptr;
+}
+
 // The status a launcher hands back to the torch boundary: nullptr, or the launch error's text.
 inline const char* launch_status() {
   const cudaError_t err = cudaGetLastError();

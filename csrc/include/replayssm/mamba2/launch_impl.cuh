@@ -97,19 +97,12 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
 // process) forces the CUDA cores with 0, and with 1 the tensor cores, an error where they cannot run.
 inline const char* spec_mma_choice(const ReplayParams& p, bool built, bool* mma) {
   const bool fits = p.geo.P % kSpecMmaTileRows == 0 && p.state_vec_aligned;
-  *mma = built && fits;
-  int32_t forced = -1;
-  if (const char* err = env_count_override("REPLAYSSM_M2_SPEC_MMA", 1, "REPLAYSSM_M2_SPEC_MMA must be 0 or 1", &forced))
-    return err;
-  if (forced == 0) *mma = false;
-  if (forced != 1) return nullptr;
-  if (!built)
-    return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16 activations, "
-           "windows of 5 to 8 tokens and dstate a multiple of 32";
-  if (!fits)
-    return "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs headdim P a multiple of 16 and a 16-byte aligned "
-           "state view";
-  return nullptr;
+  return env_forced_choice("REPLAYSSM_M2_SPEC_MMA", "REPLAYSSM_M2_SPEC_MMA must be 0 or 1", built && fits, built, fits,
+                           "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream is built for an fp32 checkpoint, bf16 "
+                           "activations, windows of 5 to 8 tokens and dstate a multiple of 32",
+                           "REPLAYSSM_M2_SPEC_MMA=1: the tensor-core stream needs headdim P a multiple of 16 and a "
+                           "16-byte aligned state view",
+                           mma);
 }
 
 // Iterations of the CUDA-core state stream asked of L2 ahead of its loads (l2_lead_iters; the
@@ -150,21 +143,13 @@ inline const char* spec_l2_lead(bool mma, int state_bytes, int64_t ctas, int min
 // REPLAYSSM_M2_SPEC_VEC (0 or 1, read at every launch) overrides it; 1 where the stream cannot run,
 // or any other value, raises.
 inline const char* spec_vec_stream(bool built, bool mma, bool aligned, bool* vec) {
-  *vec = built && !mma && aligned;
-  int32_t forced = -1;
-  if (const char* err = env_count_override("REPLAYSSM_M2_SPEC_VEC", 1, "REPLAYSSM_M2_SPEC_VEC must be 0 or 1", &forced))
-    return err;
-  if (forced == 0) *vec = false;
-  if (forced == 1) {
-    if (!built || mma)
-      return "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream is built for an fp32 checkpoint at windows of 3 or 4 "
-             "tokens on the CUDA cores, not for fp32 activations at dstate 64 or less";
-    if (!aligned)
-      return "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream needs a 16-byte aligned state view (base and slot "
-             "stride)";
-    *vec = true;
-  }
-  return nullptr;
+  return env_forced_choice("REPLAYSSM_M2_SPEC_VEC", "REPLAYSSM_M2_SPEC_VEC must be 0 or 1", built && !mma && aligned,
+                           built && !mma, aligned,
+                           "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream is built for an fp32 checkpoint at "
+                           "windows of 3 or 4 tokens on the CUDA cores, not for fp32 activations at dstate 64 or less",
+                           "REPLAYSSM_M2_SPEC_VEC=1: the aligned-view stream needs a 16-byte aligned state view (base "
+                           "and slot stride)",
+                           vec);
 }
 
 // The rows of P one spec CTA streams (p_chunk) and the heads it takes, for one state stream.
