@@ -344,9 +344,14 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     environment variable ``REPLAYSSM_GDN_SPEC_HEADS`` (``1`` or ``2``, read at every launch)
     overrides that choice for measurements and tests, and ``2`` raises where ``HV / H`` is odd or
     ``T`` exceeds 4 (no pair kernels are built for longer windows). Results agree up to rounding
-    either way. The pairs at ``T`` 3..4 also ask L2 for the next state chunk ahead of its stage copy;
-    ``REPLAYSSM_GDN_L2`` (a count of chunks from 0 to 8) overrides that lead for measurements, with
-    bit-identical results.
+    either way. With an fp32 ``state``, bf16 activations and ``T`` in 5..8, where the batch gives
+    every warp of a CTA a 16-row tile of state rows, the kernel streams the checkpoint through
+    registers into the tensor-core products; otherwise through shared-memory stage buffers.
+    ``REPLAYSSM_GDN_SPEC_REGS`` (``0`` or ``1``, read at every launch) forces the stage buffers or
+    the register stream for measurements and tests, and ``1`` raises where the register stream is
+    not built; results agree up to rounding either way. The pairs at ``T`` 3..4 also ask L2 for
+    the next state chunk ahead of its stage copy; ``REPLAYSSM_GDN_L2`` (a count of chunks from 0 to 8) overrides that lead for
+    measurements, with bit-identical results, and raises on a launch that takes the register stream.
 
     Returns ``out``.
     """

@@ -195,6 +195,16 @@ def _spec_args(device, g=SMALL, R=9, batch=3, slots=5, T=2, act=torch.bfloat16):
                 ring_k=d["ring_k"], ring_g=d["ring_g"], out=z(L, g.HV, g.V), max_tokens=T, null_slot=None)
 
 
+def _spec_raises_writing_nothing(args, message):
+    """gdn_spec_verify(**args) raises a RuntimeError matching `message` and writes no tensor argument."""
+    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    with pytest.raises(RuntimeError, match=f"gdn_spec_verify: .*{message}"):
+        torch.ops.replayssm.gdn_spec_verify(**args)
+    torch.cuda.synchronize()
+    for k, v in before.items():
+        assert torch.equal(args[k], v), f"{k} was written"
+
+
 def _snapshot_args(device, g=SMALL, batch=3, slots=8, T=2, act=torch.bfloat16):
     """A valid gdn_state_update call in the snapshot form (padding rows), in schema order."""
     a = _spec_args(device, g=g, batch=batch, slots=slots, T=T, act=act)
@@ -627,14 +637,67 @@ def test_spec_heads_override_errors(device, monkeypatch):
             (SMALL, 8, "2", f"built for windows of up to {MAX_PAIR_TOKENS} tokens"),
             (SMALL, 2, "3", "must be 1 or 2"),
             (SMALL, 4, "3", "must be 1 or 2")):
-        args = _spec_args(device, g=g, T=T)
-        before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
         monkeypatch.setenv("REPLAYSSM_GDN_SPEC_HEADS", value)
-        with pytest.raises(RuntimeError, match=f"gdn_spec_verify: .*REPLAYSSM_GDN_SPEC_HEADS.*{message}"):
-            torch.ops.replayssm.gdn_spec_verify(**args)
-        torch.cuda.synchronize()
-        for k, v in before.items():
-            assert torch.equal(args[k], v), f"{k} was written"
+        _spec_raises_writing_nothing(_spec_args(device, g=g, T=T), f"REPLAYSSM_GDN_SPEC_HEADS.*{message}")
+
+
+@pytest.fixture(params=["registers", "stages"])
+def spec_stream(request, monkeypatch):
+    """The spec verify's state stream, forced: through registers (REPLAYSSM_GDN_SPEC_REGS=1, which
+    raises where that stream cannot run, so these tests cannot pass on the other one) or through
+    the cp.async stage buffers (=0). The launcher reads the variable at every launch."""
+    monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REGS", "1" if request.param == "registers" else "0")
+    return request.param
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("geo,Bcap,rows,T", [
+    (QWEN4B, 16, 12, 8),  # 12 x 32 heads: one CTA per head (tiles = 1), two n-tiles of window vectors
+    (QWEN4B, 16, 1, 7),   # batch 1: each head split along V into 16-row tiles (warps without a tile)
+    (QWEN4B, 32, 6, 6),   # T = 5..8 share the 8-token tile; histories past 16 entries (the fold's second k-step)
+    (SMALL, 16, 6, 5),    # K = 64: two units of columns
+    (WIDE, 16, 3, 8),     # K = 256: eight units; a small batch splits V into 8-row pieces
+    (WIDE, 8, 12, 6),     # K = 256, whole heads
+])
+def test_spec_stream_forms(device, geo, Bcap, rows, T, spec_stream):
+    """fp32 checkpoint, bf16 activations at the 8-token window tile (the register stream's
+    instances), paged caches, over flush cycles with varlen windows, random acceptance, padding and
+    folds on demand: both state streams against the recurrence."""
+    cfg = SimConfig(mode="spec", Bcap=Bcap, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(Bcap, T, rows),
+                    state="fp32", act="bf16", paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.03, pad_prob=0.1,
+                    device=device, seed=1800 + Bcap + rows + T)
+    run_checked(GDN(geo), cfg)
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_regs_override_errors(device, monkeypatch):
+    """REPLAYSSM_GDN_SPEC_REGS=1 where the register stream is not built (windows of 1-4 tokens, fp32
+    activations), a value other than 0 or 1, and an L2 lead forced onto the register stream (forced,
+    or the launcher's choice): each error names the variable and the launch writes nothing."""
+    for T, act, regs, lead, message in (
+            (4, torch.bfloat16, "1", None, "REPLAYSSM_GDN_SPEC_REGS=1: the register stream is built for an fp32 "
+                                           "checkpoint, bf16 activations and windows of 5 to 8 tokens"),
+            (2, torch.bfloat16, "1", None, "REPLAYSSM_GDN_SPEC_REGS=1: the register stream is built for"),
+            (1, torch.bfloat16, "1", None, "REPLAYSSM_GDN_SPEC_REGS=1: the register stream is built for"),
+            (8, torch.float32, "1", None, "REPLAYSSM_GDN_SPEC_REGS=1: the register stream is built for"),
+            (8, torch.bfloat16, "2", None, "REPLAYSSM_GDN_SPEC_REGS must be 0 or 1"),
+            (4, torch.bfloat16, "x", None, "REPLAYSSM_GDN_SPEC_REGS must be 0 or 1"),
+            (8, torch.bfloat16, "1", "1", "REPLAYSSM_GDN_L2: this launch takes the register stream")):
+        if regs is None:
+            monkeypatch.delenv("REPLAYSSM_GDN_SPEC_REGS", raising=False)
+        else:
+            monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REGS", regs)
+        if lead is None:
+            monkeypatch.delenv("REPLAYSSM_GDN_L2", raising=False)
+        else:
+            monkeypatch.setenv("REPLAYSSM_GDN_L2", lead)
+        _spec_raises_writing_nothing(_spec_args(device, g=SMALL, T=T, act=act), message)
+    # The launcher's choice: 80 rows of 4 v-heads fill the GPU with whole 64-row heads (a tile for
+    # every warp), so the register stream is taken without being forced.
+    monkeypatch.delenv("REPLAYSSM_GDN_SPEC_REGS", raising=False)
+    monkeypatch.setenv("REPLAYSSM_GDN_L2", "2")
+    _spec_raises_writing_nothing(_spec_args(device, g=SMALL, batch=80, T=8),
+                                 "REPLAYSSM_GDN_L2: this launch takes the register stream")
 
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
@@ -644,8 +707,10 @@ def test_spec_l2_lead_forms(device, lead, T, state, act, spec_heads, monkeypatch
     """The window kernel's L2 prefetch of stage chunks at leads other than the launcher's (1 for the
     v-head pairs at T = 3..4, else 0), forced with REPLAYSSM_GDN_L2: none, two chunks ahead, and past
     the end of every tile (the request is clipped to the CTA's rows). The prefetch only warms L2, so
-    the results must match the recurrence as at any lead."""
+    the results must match the recurrence as at any lead. The stage buffers are forced (the register
+    stream has no chunks to lead)."""
     monkeypatch.setenv("REPLAYSSM_GDN_L2", lead)
+    monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REGS", "0")
     cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=6, spare_slots=1, steps=steps_for_cycles(16, T, 6), state=state,
                     act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.03, pad_prob=0.1, device=device,
                     seed=1700 + T + int(lead))
@@ -657,14 +722,9 @@ def test_spec_l2_override_errors(device, monkeypatch):
     """REPLAYSSM_GDN_L2 other than a count of chunks 0..8: the error names the variable and the
     launch writes nothing."""
     for value in ("9", "-1", "x", "12"):
-        args = _spec_args(device, g=SMALL, T=4)
-        before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
         monkeypatch.setenv("REPLAYSSM_GDN_L2", value)
-        with pytest.raises(RuntimeError, match="gdn_spec_verify: .*REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8"):
-            torch.ops.replayssm.gdn_spec_verify(**args)
-        torch.cuda.synchronize()
-        for k, v in before.items():
-            assert torch.equal(args[k], v), f"{k} was written"
+        _spec_raises_writing_nothing(_spec_args(device, g=SMALL, T=4),
+                                     "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8")
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_decode", "gdn_spec_verify"))

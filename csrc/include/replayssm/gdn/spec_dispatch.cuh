@@ -13,6 +13,30 @@
 
 namespace replayssm::gdn {
 
+// Whether a spec launch streams the state through registers (window_stream.cuh) rather than
+// through the cp.async stage buffers: wherever it is built (`built`: kWindowRegStreamBuilt, the
+// 8-token tile), the CTA's rows fit its tiles (`fits`: window_reg_stream_fits) and every warp of
+// the CTA holds a 16-row tile (`every_warp`). The stream gives each warp whole tiles, so a CTA of
+// fewer rows leaves warps idle, where the stage buffers spread the rows over all of them: at batch 1
+// (16-row CTAs for Qwen3.5-4B) registers ran T = 8 11.86 -> 13.05 us and Qwen3.5-122B 14.19 ->
+// 14.95 (H200, B = 16, same run, session 18). REPLAYSSM_GDN_SPEC_REGS (read at every spec launch,
+// so both streams can be compared in one process) forces the stage buffers with 0, and with 1 the
+// register stream, an error where it cannot run. The snapshot form of the state update (the spec
+// baseline) does not read it.
+inline const char* window_reg_stream(bool built, bool fits, bool every_warp, bool* regs) {
+  return env_forced_choice("REPLAYSSM_GDN_SPEC_REGS", "REPLAYSSM_GDN_SPEC_REGS must be 0 or 1",
+                           built && fits && every_warp, built, fits,
+                           "REPLAYSSM_GDN_SPEC_REGS=1: the register stream is built for an fp32 checkpoint, bf16 "
+                           "activations and windows of 5 to 8 tokens",
+                           "REPLAYSSM_GDN_SPEC_REGS=1: the register stream needs the rows of each CTA in whole "
+                           "8-row pieces",
+                           regs);
+}
+
+// Whether a CTA of tile_rows rows (one v-head) can take the register stream: the fold's ldmatrix
+// rows of the staged ring u ([j][tile_rows] bf16) stay 16-byte aligned.
+inline bool window_reg_stream_fits(int tile_rows) { return tile_rows % 8 == 0; }
+
 template <WindowMode WM>
 struct WindowLauncher {
   template <int kT, int K, typename ST, typename AT>
@@ -21,12 +45,13 @@ struct WindowLauncher {
     constexpr int kRowsPerWarp = 32 / (K / 16);
     constexpr bool kSpec = WM == WindowMode::kSpecVerify;
     constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
+    constexpr bool kRegBuilt = kWindowRegStreamBuilt<kSpec, kT, ST, AT>;
     const int T = kSpec ? kT : p.max_tokens;
-    auto smem_bytes = [&](int tile_rows, int heads) {
+    auto smem_bytes = [&](int tile_rows, int heads, bool regs) {
       const int stages =
           heads == 2 ? window_stages<2, kT, K, ST, kTensorCores>() : window_stages<1, kT, K, ST, kTensorCores>();
       return window_smem(kSpec, kTensorCores, p.ring_len, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                         static_cast<int>(sizeof(AT)), heads, stages)
+                         static_cast<int>(sizeof(AT)), heads, stages, regs)
                  .total *
              static_cast<int>(sizeof(float));
     };
@@ -49,8 +74,15 @@ struct WindowLauncher {
           kPairsBuilt ? nullptr
                       : "REPLAYSSM_GDN_SPEC_HEADS=2 is built for windows of up to 4 tokens (max_tokens <= 4): "
                         "longer windows fit fewer pair CTAs per SM"};
-      if (const char* err = heads_per_cta(pairing, [&](int h) { return smem_bytes(p.V, h); }, &heads)) return err;
+      if (const char* err = heads_per_cta(pairing, [&](int h) { return smem_bytes(p.V, h, false); }, &heads))
+        return err;
       if (heads > 1) tiles = 1, tile_rows = p.V;  // pairs of whole heads
+    }
+    bool regs = false;
+    if constexpr (kSpec) {
+      if (const char* err = window_reg_stream(kRegBuilt, window_reg_stream_fits(tile_rows),
+                                              tile_rows >= kWarps * kMmaTileRows, &regs))
+        return err;
     }
     // Stage chunks asked of L2 ahead of their cp.async (l2_lead_chunks). The v-head pairs at the
     // 4-token tile stream through two stage buffers, one chunk in flight per CTA, and the bulk
@@ -65,11 +97,18 @@ struct WindowLauncher {
     if (const char* err = env_count_override("REPLAYSSM_GDN_L2", 8,
                                              "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8", &p.l2_lead_chunks))
       return err;
-    const size_t bytes = static_cast<size_t>(smem_bytes(tile_rows, heads));
+    if (regs && p.l2_lead_chunks > 0)
+      return "REPLAYSSM_GDN_L2: this launch takes the register stream, which has no stage chunks to lead (force the "
+             "stage buffers with REPLAYSSM_GDN_SPEC_REGS=0, or set REPLAYSSM_GDN_L2=0)";
+    const size_t bytes = static_cast<size_t>(smem_bytes(tile_rows, heads, regs));
     const char* too_large = kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
                                     "exceed the shared memory of the device"
                                   : "max_tokens too large: the window and state tiles of one CTA exceed the shared "
                                     "memory of the device";
+    if constexpr (kRegBuilt) {
+      if (regs)
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true>, p, tiles, tile_rows, bytes, stream, too_large);
+    }
     if constexpr (kSpec && kT <= kMaxPairTokens) {
       if (heads == 2)
         return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 2>, p, tiles, tile_rows, bytes, stream, too_large, 2);

@@ -31,6 +31,7 @@
 #include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/rows_kernel.cuh"
 #include "replayssm/gdn/window_mma.cuh"
+#include "replayssm/gdn/window_stream.cuh"
 
 namespace replayssm::gdn {
 
@@ -65,7 +66,7 @@ constexpr int window_stages() {
 struct WindowSmem {
   // [0, ring_k_raw): the cp.async stage buffers of the state stream.
   int ring_k_raw, ring_u_raw, ring_g, weight, coef_k, coef_q, win_k, win_q, win_v, sk, sq, tok, pair, scalars,
-      target, zeros, part, total;
+      target, zeros, part, win_split, total;
 };
 
 // Whether a window-kernel instance takes its window products and its fold on tensor cores: the
@@ -92,12 +93,13 @@ constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && std::is_sam
 // sections marked "per head" repeat for each; "rows" is heads * tile_rows, the CTA's state rows.
 __host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, int ring_len, int T, int tile_rows,
                                                   int K, int state_bytes, int act_bytes, int heads = 1,
-                                                  int stages = kWindowStages) {
+                                                  int stages = kWindowStages, bool reg_stream = false) {
   const int R = spec ? ring_len : 0;
   const int TT = round4(T * T);
   const int rows = heads * tile_rows;
   WindowSmem s{};
-  int at = stages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
+  // The register stream (window_stream.cuh) has no stage buffers and no partial sums.
+  int at = reg_stream ? 0 : stages * stage_rows(tile_rows, K, state_bytes) * K * state_bytes / 4;
   s.ring_k_raw = at, at += round4(R * K * act_bytes / 4);          // history k_j as stored (act)
   s.ring_u_raw = at, at += round4(R * rows * act_bytes / 4);       // per head: history u_j[tile rows] (act)
   s.ring_g = at, at += heads * round4(R);                          // per head: history g_j
@@ -119,7 +121,9 @@ __host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, 
   // window products per warp (WindowMma::part_floats; ping-pong, so summing chunk c - 1 needs no
   // barrier of its own).
   s.zeros = at, at += tensor_cores ? 4 : 0;
-  s.part = at, at += tensor_cores ? 2 * kWarps * stage_rows(tile_rows, K, state_bytes) * 8 * ((2 * T + 7) / 8) : 0;
+  s.part = at, at += tensor_cores && !reg_stream ? 2 * kWarps * stage_rows(tile_rows, K, state_bytes) * 8 * ((2 * T + 7) / 8) : 0;
+  // Register stream: the window's 2T vectors as bf16 hi and lo rows (window_split_stage).
+  s.win_split = at, at += reg_stream ? window_split_floats(2 * T, K) : 0;
   s.total = at;
   return s;
 }
@@ -153,14 +157,19 @@ constexpr int kMaxPairTokens = 4;
 // for both, and the stream is their 2V contiguous state rows (v-heads are adjacent in the state);
 // the gates, decays, solve matrices, history weights, ring u and v stay per head. A stage chunk
 // never straddles the two heads (rows_per_stage divides V).
-template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1>
+//
+// kRegStream: the state stream through registers (window_stream.cuh; the launcher's
+// window_reg_stream picks it), for the kWindowRegStreamBuilt instances.
+template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1, bool kRegStream = false>
 __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
   static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
                 "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");
   constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
-  constexpr int kBuffers = window_stages<kHeads, kT, K, ST, kTensorCores>();
+  static_assert(!kRegStream || kWindowRegStreamBuilt<kSpec, kT, ST, AT>, "kRegStream: the kWindowRegStreamBuilt instances");
+  // The register stream keeps one (empty) cp.async group for the ring entries only.
+  constexpr int kBuffers = kRegStream ? 1 : window_stages<kHeads, kT, K, ST, kTensorCores>();
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
                 "kT: the spec window tile (a power of two up to kMaxSpecTokens), 0 for the snapshot form");
   constexpr int kDots = kSpec ? 2 * kT : 2;  // dot products per state row: k̂_i then q̂_i, i < kT
@@ -187,6 +196,18 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   const int row = blockIdx.z;
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  const int V = p.V;
+  const int rows = kHeads * tile_rows;  // the CTA's state rows: tile_rows of each head
+  const int v0 = tile * tile_rows;
+  const int64_t head_off = static_cast<int64_t>(hv0) * V * K;
+  ST* const state_head = static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + head_off;
+  // Register stream: the warps' first units go out before the window's and the cursors' reads (they
+  // depend on the slot only). The CTA's rows are contiguous: one tile of one head, or the whole V of
+  // two adjacent heads.
+  using RegStream = MmaStateStream<(kRegStream ? K : 32), kWarps, kHeads>;
+  const RegStream reg_stream{reinterpret_cast<float*>(state_head + static_cast<int64_t>(v0) * K), rows, tile_rows};
+  typename RegStream::Unit reg_cur;
+  if constexpr (kRegStream) reg_stream.first_unit(reg_cur);
   const int T = kSpec ? kT : p.max_tokens;  // the per-token sections' size
   const int tok0 = p.cu_seqlens[row];
   const int n = p.cu_seqlens[row + 1] - tok0;
@@ -194,8 +215,6 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   if (n < 1 || n > p.max_tokens || n > T) return;
   const int h = hv0 / (p.HV / p.H);
   const int R = p.ring_len;
-  const int V = p.V;
-  const int rows = kHeads * tile_rows;  // the CTA's state rows: tile_rows of each head
 
   int nh = 0, start = 0;  // history length and ring start (spec)
   bool fold = false;
@@ -223,9 +242,6 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     }
   };
 
-  const int v0 = tile * tile_rows;
-  const int64_t head_off = static_cast<int64_t>(hv0) * V * K;
-  ST* const state_head = static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + head_off;
   extern __shared__ __align__(16) float smem[];
   const int rows_per_stage = stage_rows(tile_rows, K, static_cast<int>(sizeof(ST)));
   const int chunks_per_head = tile_rows / rows_per_stage;
@@ -261,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     cp_async_commit();
   };
   const WindowSmem lay = window_smem(kSpec, kTensorCores, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                                     static_cast<int>(sizeof(AT)), kHeads, kBuffers);
+                                     static_cast<int>(sizeof(AT)), kHeads, kBuffers, kRegStream);
   AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
   AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
   float* const s_ring_g = smem + lay.ring_g;
@@ -344,9 +360,11 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     }
   }
   cp_async_commit();
+  if constexpr (!kRegStream) {
 #pragma unroll
-  for (int c = 0; c < kBuffers - 1; ++c) issue_chunk(c);
-  prefetch_chunks(kBuffers - 1, p.l2_lead_chunks);
+    for (int c = 0; c < kBuffers - 1; ++c) issue_chunk(c);
+    prefetch_chunks(kBuffers - 1, p.l2_lead_chunks);
+  }
 
   // q̂_i and k̂_i: warp w takes tokens w, w + kWarps, ...; lane l holds elements l + 32 e.
   for (int i = warp; i < n; i += kWarps) {
@@ -417,6 +435,10 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
         s_eG[hh * tok_step + i] = expf(sum);
       }
     }
+    if constexpr (kRegStream)  // s_win_q follows s_win_k: the window's 2 kT vectors as [m][K]
+      window_split_stage<K, kThreads>(s_win_k, kDots, reinterpret_cast<__nv_bfloat16*>(smem + lay.win_split),
+                                      reinterpret_cast<__nv_bfloat16*>(smem + lay.win_split) +
+                                          kDots * window_split_stride(K));
     if (warp < kHeads)  // e^(Gh - Gh_j) and e^Gh of head `warp`
       history_weights(nh, lane, s_ring_g + warp * R4, s_weight + warp * R4, &s_scalars[warp]);
     // Window dot products, one row group per pair (i, j), j <= i; warp-uniform trip count, as the
@@ -498,7 +520,16 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
   // frees the buffer of chunk c - 1, which chunk c + kBuffers - 1 then refills). Chunk c
   // belongs to head chunk_head(c); its fold and S_base use that head's e^Gh, weights and ring u.
   auto chunk_head = [&](int c) { return kHeads > 1 && c >= chunks_per_head ? 1 : 0; };
-  if constexpr (kTensorCores) {
+  if constexpr (kRegStream) {
+    __syncthreads();  // the history terms (non-flush rows) in s_sk / s_sq before the products add to them
+    const auto* const bf = reinterpret_cast<const __nv_bfloat16*>(smem + lay.win_split);
+    const MmaFold f{fold, nh, R, R4, s_scalars, s_weight, reinterpret_cast<const __nv_bfloat16*>(s_ring_u_raw),
+                    tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_ring_k_raw), K,
+                    reinterpret_cast<const __nv_bfloat16*>(s_zeros)};
+    WindowStreamProducts<kT, kHeads> products{bf, bf + kDots * window_split_stride(K), window_split_stride(K), n,
+                                              s_sk, s_sq, rows, tile_rows, fold, s_scalars};
+    reg_stream.run(reg_cur, f, products);
+  } else if constexpr (kTensorCores) {
     using Mma = std::conditional_t<std::is_same_v<ST, float>, WindowMma<K, kDots>, WindowMmaBf16<K, kDots>>;
     const int part_size = Mma::part_floats(rows_per_stage);
     typename Mma::BFrags held;  // the window's B fragments, in registers over the whole stream

@@ -390,10 +390,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   const int n_upd = flush ? hist : 0;
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
   if constexpr (kMma) {
-    const SpecMmaFold fold{write_state, hist, R, c0_s, fold_w_s, reinterpret_cast<const __nv_bfloat16*>(x_raw), ldxr,
-                           reinterpret_cast<const __nv_bfloat16*>(b_raw), ldb,
-                           reinterpret_cast<const __nv_bfloat16*>(smem + lay.zeros)};
-    mma_stream.run(mma_cur, reinterpret_cast<const __nv_bfloat16*>(smem + lay.c_tile), lay.ldc, fold, n, dot_s);
+    const MmaFold fold{write_state, hist, R, R, c0_s, fold_w_s, reinterpret_cast<const __nv_bfloat16*>(x_raw), ldxr,
+                       reinterpret_cast<const __nv_bfloat16*>(b_raw), ldb,
+                       reinterpret_cast<const __nv_bfloat16*>(smem + lay.zeros)};
+    SpecMmaProducts products{reinterpret_cast<const __nv_bfloat16*>(smem + lay.c_tile), lay.ldc, n, dot_s, tile_rows};
+    mma_stream.run(mma_cur, fold, products);
   }
   const int iters = kMma ? 0 : (tile_rows + kRowsPerIter - 1) / kRowsPerIter;
   // kVecStream (spec_vec_stream): launched on 16-byte aligned state views only, so the loads and
