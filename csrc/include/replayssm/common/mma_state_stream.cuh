@@ -36,6 +36,11 @@ namespace replayssm {
 // where a CTA holds more than one head).
 constexpr int kMmaTileRows = 16;
 
+// Row stride, in bf16 elements, of a staged [rows][cols] tile that ldmatrix reads 8 rows of at a
+// time: one 16-byte piece more than the columns, so the 8 rows of one matrix start in distinct
+// bank groups (the fold's staged entries, Mamba-2's window C tile, GDN's split window rows).
+__host__ __device__ inline int ldmatrix_row_stride(int cols) { return cols + 8; }
+
 // The head (0 .. kHeads - 1) of CTA row pl of kHeads heads of plen rows each, without a division.
 template <int kHeads>
 __host__ __device__ __forceinline__ int head_of_row(int pl, int plen) {

@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     if constexpr (kRegStream)  // s_win_q follows s_win_k: the window's 2 kT vectors as [m][K]
       window_split_stage<K, kThreads>(s_win_k, kDots, reinterpret_cast<__nv_bfloat16*>(smem + lay.win_split),
                                       reinterpret_cast<__nv_bfloat16*>(smem + lay.win_split) +
-                                          kDots * window_split_stride(K));
+                                          kDots * ldmatrix_row_stride(K));
     if (warp < kHeads)  // e^(Gh - Gh_j) and e^Gh of head `warp`
       history_weights(nh, lane, s_ring_g + warp * R4, s_weight + warp * R4, &s_scalars[warp]);
     // Window dot products, one row group per pair (i, j), j <= i; warp-uniform trip count, as the
@@ -526,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinCtas)
     const MmaFold f{fold, nh, R, R4, s_scalars, s_weight, reinterpret_cast<const __nv_bfloat16*>(s_ring_u_raw),
                     tile_rows, reinterpret_cast<const __nv_bfloat16*>(s_ring_k_raw), K,
                     reinterpret_cast<const __nv_bfloat16*>(s_zeros)};
-    WindowStreamProducts<kT, kHeads> products{bf, bf + kDots * window_split_stride(K), window_split_stride(K), n,
+    WindowStreamProducts<kT, kHeads> products{bf, bf + kDots * ldmatrix_row_stride(K), ldmatrix_row_stride(K), n,
                                               s_sk, s_sq, rows, tile_rows, fold, s_scalars};
     reg_stream.run(reg_cur, f, products);
   } else if constexpr (kTensorCores) {

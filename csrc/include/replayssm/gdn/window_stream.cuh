@@ -46,17 +46,13 @@ template <bool kSpec, int kT, typename ST, typename AT>
 constexpr bool kWindowRegStreamBuilt =
     kSpec && kT == 8 && std::is_same_v<ST, float> && std::is_same_v<AT, __nv_bfloat16>;
 
-// Row stride, in bf16 elements, of the window's split tiles: 16 bytes past the row, so the 8 rows
-// of one ldmatrix matrix start in distinct bank groups.
-__host__ __device__ inline int window_split_stride(int K) { return K + 8; }
-
 // Floats of shared memory for the two split tiles (hi, lo) of rows window vectors of K columns.
-__host__ __device__ inline int window_split_floats(int rows, int K) { return rows * window_split_stride(K); }
+__host__ __device__ inline int window_split_floats(int rows, int K) { return rows * ldmatrix_row_stride(K); }
 
 // The window's rows vectors (fp32, [rows][K] at win) as bf16 hi and lo rows; every thread a share.
 template <int K, int kThreads>
 __device__ __forceinline__ void window_split_stage(const float* win, int rows, __nv_bfloat16* hi, __nv_bfloat16* lo) {
-  const int ld = window_split_stride(K);
+  const int ld = ldmatrix_row_stride(K);
   for (int idx = threadIdx.x; idx < rows * K; idx += kThreads) {
     const int m = idx / K, c = idx % K;
     const float w = win[idx];

@@ -59,7 +59,7 @@ namespace replayssm::mamba2 {
 // products [kT][rows]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
 // entries in the activation dtype, B_k [R][ldb] and x_k [heads][R][ldxr]. The tensor-core stream
 // (mma, spec_mma.cuh) folds from the staged entries directly: no left factors and no B copy, the
-// staged rows padded for ldmatrix (spec_mma_stride); it adds the window's C as bf16 rows [8][ldc]
+// staged rows padded for ldmatrix (ldmatrix_row_stride); it adds the window's C as bf16 rows [8][ldc]
 // and 16 zero bytes for its ldmatrix rows past the history.
 struct SpecSmem {
   int wbc, bc, x, ldx, delta, fold_w, c1, c0, a_h, d_h, dot, b_f32, b_raw, ldb, x_raw, ldxr, c_tile, ldc, zeros, total;
@@ -67,9 +67,9 @@ struct SpecSmem {
                                bool mma = false) {
     const int rows = heads * p_chunk;
     ldx = odd_stride(R);
-    ldb = mma ? spec_mma_stride(N) : N;
-    ldxr = mma ? spec_mma_stride(p_chunk) : p_chunk;
-    ldc = spec_mma_stride(N);
+    ldb = mma ? ldmatrix_row_stride(N) : N;
+    ldxr = mma ? ldmatrix_row_stride(p_chunk) : p_chunk;
+    ldc = ldmatrix_row_stride(N);
     wbc = 0;
     bc = floats_for(heads * R * kT, 4);
     x = bc + floats_for(R * kT, 4);

@@ -12,7 +12,7 @@
 // lo, within 2^-17 of it), B = the window's C vectors (exact in bf16: the activations are bf16;
 // token g of the n-tile is output column g), two mma per k-step into an accumulator that ends as
 // the tile's 16 x 8 dot products. The fold's x_j and B_j are staged with a row stride padded by 16
-// bytes (SpecSmem, spec_mma_stride) for its ldmatrix reads.
+// bytes (SpecSmem, ldmatrix_row_stride) for its ldmatrix reads.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,10 +43,6 @@ constexpr bool kSpecMma =
 
 // Rows of P per CTA chunk are whole 16-row tiles (choose_p_chunk's unit for these instances).
 constexpr int kSpecMmaTileRows = kMmaTileRows;
-
-// Row stride, in elements, of a staged [entry][columns] bf16 tile that ldmatrix reads 8 rows of
-// at a time: one 16-byte piece more than the columns, so consecutive rows start 4 banks apart.
-__host__ __device__ inline int spec_mma_stride(int cols) { return cols + 8; }
 
 // The window's C vectors as bf16 rows for the products' B fragments: c_tile[i * ldc + col] = C of
 // token i (zero for i >= n), 8 rows, every thread of the CTA a share.
