@@ -352,6 +352,9 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     not built; results agree up to rounding either way. The pairs at ``T`` 3..4 also ask L2 for
     the next state chunk ahead of its stage copy; ``REPLAYSSM_GDN_L2`` (a count of chunks from 0 to 8) overrides that lead for
     measurements, with bit-identical results, and raises on a launch that takes the register stream.
+    ``REPLAYSSM_GDN_SPEC_TILES`` (a count from 1 to 8, read at every launch) overrides how many
+    tiles of rows, one CTA each, every v-head's state is split into at small batch, for
+    measurements and tests; results agree up to rounding with any tiling.
 
     Returns ``out``.
     """

@@ -698,6 +698,50 @@ def test_spec_regs_override_errors(device, monkeypatch):
     monkeypatch.setenv("REPLAYSSM_GDN_L2", "2")
     _spec_raises_writing_nothing(_spec_args(device, g=SMALL, batch=80, T=8),
                                  "REPLAYSSM_GDN_L2: this launch takes the register stream")
+    # At the 8-token tile the launcher aims at about one CTA per SM: 4 rows of 32 v-heads (128
+    # heads) go in whole heads or halves, 64-row tiles and larger on any GPU of up to 256 SMs, and
+    # take the register stream (two CTAs per SM would split them in 32-row stage tiles on an H200).
+    _spec_raises_writing_nothing(_spec_args(device, g=QWEN4B, batch=4, T=8),
+                                 "REPLAYSSM_GDN_L2: this launch takes the register stream")
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("geo,rows,T,tiles", [
+    (QWEN4B, 1, 8, "2"),  # batch 1 in 64-row tiles: the register stream, every warp a tile
+    (QWEN4B, 1, 4, "1"),  # batch 1, whole heads on the stage buffers
+    (QWEN4B, 3, 6, "8"),  # 16-row tiles: the stage buffers at the 8-token tile
+    (QWEN4B, 12, 2, "4"),
+    (SMALL, 6, 5, "2"),   # K = 64: 32-row tiles
+    (WIDE, 3, 8, "4"),    # K = 256: 64-row tiles on the register stream
+])
+def test_spec_tiles_forms(device, geo, rows, T, tiles, monkeypatch):
+    """Tiles per v-head forced with REPLAYSSM_GDN_SPEC_TILES (read at every launch) instead of the
+    launcher's pick, over flush cycles with varlen windows, random acceptance, padding and folds on
+    demand, fp32 checkpoint and bf16 activations: every tiling against the recurrence."""
+    monkeypatch.setenv("REPLAYSSM_GDN_SPEC_TILES", tiles)
+    cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(16, T, rows),
+                    state="fp32", act="bf16", paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.03, pad_prob=0.1,
+                    device=device, seed=1900 + rows + T + int(tiles))
+    run_checked(GDN(geo), cfg)
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_tiles_override_errors(device, monkeypatch):
+    """REPLAYSSM_GDN_SPEC_TILES outside 1..8, a count that does not split V into whole row groups
+    (SMALL: V = 64 in 8-row groups), and a count above 1 with v-head pairs forced: each error names
+    the variable and the launch writes nothing."""
+    for value, heads, message in (
+            ("0", None, "REPLAYSSM_GDN_SPEC_TILES must be a count of tiles per v-head from 1 to 8"),
+            ("9", None, "REPLAYSSM_GDN_SPEC_TILES must be a count of tiles per v-head from 1 to 8"),
+            ("x", None, "REPLAYSSM_GDN_SPEC_TILES must be a count of tiles per v-head from 1 to 8"),
+            ("3", None, "REPLAYSSM_GDN_SPEC_TILES must split V into tiles of a multiple of 512 / K rows"),
+            ("2", "2", r"REPLAYSSM_GDN_SPEC_TILES above 1 with v-head pairs \(REPLAYSSM_GDN_SPEC_HEADS=2\)")):
+        monkeypatch.setenv("REPLAYSSM_GDN_SPEC_TILES", value)
+        if heads is None:
+            monkeypatch.delenv("REPLAYSSM_GDN_SPEC_HEADS", raising=False)
+        else:
+            monkeypatch.setenv("REPLAYSSM_GDN_SPEC_HEADS", heads)
+        _spec_raises_writing_nothing(_spec_args(device, g=SMALL, T=4), message)
 
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))

@@ -11,23 +11,23 @@
 
 namespace replayssm::gdn {
 
-// Tiles per (row, v-head): the fewest (at least min_tiles) that give the grid about two CTAs per SM
-// (a small batch is split along V so it still fills the GPU), each warp keeping at least one row
-// group.
-inline int pick_tiles(const GdnParams& p, int rows_per_warp, int min_tiles = 1) {
+// Tiles per (row, v-head): the fewest (at least min_tiles) that give the grid about ctas_per_sm CTAs
+// per SM (a small batch is split along V so it still fills the GPU), each warp keeping at least one
+// row group.
+inline int pick_tiles(const GdnParams& p, int rows_per_warp, int min_tiles = 1, int ctas_per_sm = 2) {
   const int max_tiles = p.V / (rows_per_warp * kWarps) > 0 ? p.V / (rows_per_warp * kWarps) : 1;
   const int sms = num_sms();
   const int64_t heads = static_cast<int64_t>(p.batch) * p.HV;
   int tiles = 1;
-  while (tiles < max_tiles && (tiles < min_tiles || heads * tiles < 2 * static_cast<int64_t>(sms))) tiles *= 2;
+  while (tiles < max_tiles && (tiles < min_tiles || heads * tiles < static_cast<int64_t>(ctas_per_sm) * sms)) tiles *= 2;
   return tiles;
 }
 
 // The tiling of V for a kernel whose row groups hold rows_per_warp rows: p.tiles_per_head when set,
 // else pick_tiles. Returns an error, or nullptr with *tiles and *tile_rows set.
 inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tiles, int* tile_rows,
-                                int min_tiles = 1) {
-  *tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, rows_per_warp, min_tiles);
+                                int min_tiles = 1, int ctas_per_sm = 2) {
+  *tiles = p.tiles_per_head > 0 ? p.tiles_per_head : pick_tiles(p, rows_per_warp, min_tiles, ctas_per_sm);
   if (p.V % *tiles != 0 || (p.V / *tiles) % rows_per_warp != 0)
     return "tiles_per_head must split V into tiles of a multiple of 512/K rows";
   *tile_rows = p.V / *tiles;

@@ -55,8 +55,31 @@ struct WindowLauncher {
                  .total *
              static_cast<int>(sizeof(float));
     };
+    // Tiles per v-head: pick_tiles, or for spec launches REPLAYSSM_GDN_SPEC_TILES (read at every
+    // launch, so tilings compare in one process): a count from 1 to 8 that splits V into whole row
+    // groups of every warp, else an error. pick_tiles aims at about two CTAs per SM, a small batch
+    // splitting each head along V, but where the 8-token register stream is built at about one:
+    // each tile repeats the window's prologue (q̂ / k̂, their products, the history's) for fewer
+    // rows, and only 64-row tiles and larger give every warp of the register stream a tile
+    // (window_reg_stream). H200, B = 16, all accepted, same run (session 19), T = 8, two CTAs per SM
+    // -> one (forced tiles, us): Qwen3.5-4B batch 2 14.32 -> 13.49, batch 4 17.20 -> 16.51, batch 8
+    // 22.71 -> 21.80; Qwen3.5-122B batch 1 14.37 -> 13.46, batch 2 16.97 -> 16.24, batch 4 22.49 ->
+    // 21.54; Qwen3.5-4B batch 1 kept 8 tiles (4: 11.90 -> 12.23). At T = 2 and 4 halving the tiles
+    // gained at most 3 % (batch 2-4) and lost up to 5 % elsewhere.
+    constexpr int kCtasPerSm = kRegBuilt ? 1 : 2;
+    int forced_tiles = -1;
+    if constexpr (kSpec) {
+      constexpr const char* kTilesValue = "REPLAYSSM_GDN_SPEC_TILES must be a count of tiles per v-head from 1 to 8";
+      if (const char* err = env_count_override("REPLAYSSM_GDN_SPEC_TILES", 8, kTilesValue, &forced_tiles)) return err;
+      if (forced_tiles == 0) return kTilesValue;
+      if (forced_tiles > 0) {
+        if (p.V % forced_tiles != 0 || (p.V / forced_tiles) % kRowsPerWarp != 0)
+          return "REPLAYSSM_GDN_SPEC_TILES must split V into tiles of a multiple of 512 / K rows";
+        p.tiles_per_head = forced_tiles;
+      }
+    }
     int tiles = 0, tile_rows = 0;
-    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows)) return err;
+    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows, 1, kCtasPerSm)) return err;
     // V-heads per CTA: pairs of one k-head share q, k, their products and the history's k_j.
     // Spec verify, H200, batch 256, B = 16, one build, one head vs pairs: Qwen3.5-4B T = 2 251.2 ->
     // 234.4 us, T = 1 175.2 -> 177.8; Qwen3.5-122B T = 2 484.8 -> 447.7, T = 1 336.4 -> 328.5.
@@ -76,6 +99,9 @@ struct WindowLauncher {
                         "longer windows fit fewer pair CTAs per SM"};
       if (const char* err = heads_per_cta(pairing, [&](int h) { return smem_bytes(p.V, h, false); }, &heads))
         return err;
+      if (heads > 1 && forced_tiles > 1)
+        return "REPLAYSSM_GDN_SPEC_TILES above 1 with v-head pairs (REPLAYSSM_GDN_SPEC_HEADS=2): a pair's CTA "
+               "takes both heads whole";
       if (heads > 1) tiles = 1, tile_rows = p.V;  // pairs of whole heads
     }
     bool regs = false;

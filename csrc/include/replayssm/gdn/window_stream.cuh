@@ -49,16 +49,19 @@ constexpr bool kWindowRegStreamBuilt =
 // Floats of shared memory for the two split tiles (hi, lo) of rows window vectors of K columns.
 __host__ __device__ inline int window_split_floats(int rows, int K) { return rows * ldmatrix_row_stride(K); }
 
-// The window's rows vectors (fp32, [rows][K] at win) as bf16 hi and lo rows; every thread a share.
+// The window's rows vectors (fp32, [rows][K] at win) as bf16 hi and lo rows (split_bf16x2, a
+// column pair per step: K and the row stride are even, so the pairs are 4-byte aligned); every
+// thread a share.
 template <int K, int kThreads>
 __device__ __forceinline__ void window_split_stage(const float* win, int rows, __nv_bfloat16* hi, __nv_bfloat16* lo) {
   const int ld = ldmatrix_row_stride(K);
-  for (int idx = threadIdx.x; idx < rows * K; idx += kThreads) {
+  for (int idx = 2 * threadIdx.x; idx < rows * K; idx += 2 * kThreads) {
     const int m = idx / K, c = idx % K;
-    const float w = win[idx];
-    const __nv_bfloat16 h = __float2bfloat16_rn(w);
-    hi[m * ld + c] = h;
-    lo[m * ld + c] = __float2bfloat16_rn(w - __bfloat162float(h));
+    const float2 w = *reinterpret_cast<const float2*>(win + idx);
+    uint32_t h, l;
+    split_bf16x2(w.x, w.y, h, l);
+    *reinterpret_cast<uint32_t*>(hi + m * ld + c) = h;
+    *reinterpret_cast<uint32_t*>(lo + m * ld + c) = l;
   }
 }
 
