@@ -72,14 +72,12 @@ struct WindowLauncher {
       constexpr const char* kTilesValue = "REPLAYSSM_GDN_SPEC_TILES must be a count of tiles per v-head from 1 to 8";
       if (const char* err = env_count_override("REPLAYSSM_GDN_SPEC_TILES", 8, kTilesValue, &forced_tiles)) return err;
       if (forced_tiles == 0) return kTilesValue;
-      if (forced_tiles > 0) {
-        if (p.V % forced_tiles != 0 || (p.V / forced_tiles) % kRowsPerWarp != 0)
-          return "REPLAYSSM_GDN_SPEC_TILES must split V into tiles of a multiple of 512 / K rows";
-        p.tiles_per_head = forced_tiles;
-      }
+      if (forced_tiles > 0) p.tiles_per_head = forced_tiles;
     }
     int tiles = 0, tile_rows = 0;
-    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows, 1, kCtasPerSm)) return err;
+    // choose_tiles checks the split; a forced count that fails it is the variable's error.
+    if (const char* err = choose_tiles(p, kRowsPerWarp, &tiles, &tile_rows, 1, kCtasPerSm))
+      return forced_tiles > 0 ? "REPLAYSSM_GDN_SPEC_TILES must split V into tiles of a multiple of 512 / K rows" : err;
     // V-heads per CTA: pairs of one k-head share q, k, their products and the history's k_j.
     // Spec verify, H200, batch 256, B = 16, one build, one head vs pairs: Qwen3.5-4B T = 2 251.2 ->
     // 234.4 us, T = 1 175.2 -> 177.8; Qwen3.5-122B T = 2 484.8 -> 447.7, T = 1 336.4 -> 328.5.
