@@ -352,6 +352,11 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     not built; results agree up to rounding either way. The pairs at ``T`` 3..4 also ask L2 for
     the next state chunk ahead of its stage copy; ``REPLAYSSM_GDN_L2`` (a count of chunks from 0 to 8) overrides that lead for
     measurements, with bit-identical results, and raises on a launch that takes the register stream.
+    The register stream is built twice, bounded for 4 and for 5 CTAs per SM (128 and 96 registers);
+    the launcher takes the 5-CTA instance where the grid needs more than four waves of 4 CTAs per SM.
+    ``REPLAYSSM_GDN_SPEC_REG_CTAS`` (4 or 5, read at every launch) forces one for measurements and
+    tests, with results that agree up to rounding; it raises where the launch does not take the
+    register stream.
     ``REPLAYSSM_GDN_SPEC_TILES`` (a count from 1 to 8, read at every launch) overrides how many
     tiles of rows, one CTA each, every v-head's state is split into at small batch, for
     measurements and tests; results agree up to rounding with any tiling.

@@ -641,12 +641,18 @@ def test_spec_heads_override_errors(device, monkeypatch):
         _spec_raises_writing_nothing(_spec_args(device, g=g, T=T), f"REPLAYSSM_GDN_SPEC_HEADS.*{message}")
 
 
-@pytest.fixture(params=["registers", "stages"])
+@pytest.fixture(params=["registers_4ctas", "registers_5ctas", "stages"])
 def spec_stream(request, monkeypatch):
     """The spec verify's state stream, forced: through registers (REPLAYSSM_GDN_SPEC_REGS=1, which
-    raises where that stream cannot run, so these tests cannot pass on the other one) or through
-    the cp.async stage buffers (=0). The launcher reads the variable at every launch."""
-    monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REGS", "1" if request.param == "registers" else "0")
+    raises where that stream cannot run, so these tests cannot pass on the other one) in each of its
+    two instances (REPLAYSSM_GDN_SPEC_REG_CTAS=4 or 5: bounded for 4 or 5 CTAs per SM; the launcher
+    picks 5 only on grids of many waves), or through the cp.async stage buffers (=0). The launcher
+    reads the variables at every launch."""
+    monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REGS", "0" if request.param == "stages" else "1")
+    if request.param == "stages":
+        monkeypatch.delenv("REPLAYSSM_GDN_SPEC_REG_CTAS", raising=False)
+    else:
+        monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REG_CTAS", request.param[len("registers_")])
     return request.param
 
 
@@ -703,6 +709,25 @@ def test_spec_regs_override_errors(device, monkeypatch):
     # take the register stream (two CTAs per SM would split them in 32-row stage tiles on an H200).
     _spec_raises_writing_nothing(_spec_args(device, g=QWEN4B, batch=4, T=8),
                                  "REPLAYSSM_GDN_L2: this launch takes the register stream")
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))
+def test_spec_reg_ctas_override_errors(device, monkeypatch):
+    """REPLAYSSM_GDN_SPEC_REG_CTAS other than 4 or 5, or set for a launch on the stage buffers (a
+    4-token window, where the register stream is not built; the stage buffers forced at the 8-token
+    tile): each error names the variable and the launch writes nothing."""
+    for T, regs, value, message in (
+            (8, None, "3", "REPLAYSSM_GDN_SPEC_REG_CTAS must be 4 or 5"),
+            (8, None, "6", "REPLAYSSM_GDN_SPEC_REG_CTAS must be 4 or 5"),
+            (8, None, "x", "REPLAYSSM_GDN_SPEC_REG_CTAS must be 4 or 5"),
+            (4, None, "5", "REPLAYSSM_GDN_SPEC_REG_CTAS: this launch takes the stage buffers"),
+            (8, "0", "4", "REPLAYSSM_GDN_SPEC_REG_CTAS: this launch takes the stage buffers")):
+        monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REG_CTAS", value)
+        if regs is None:
+            monkeypatch.delenv("REPLAYSSM_GDN_SPEC_REGS", raising=False)
+        else:
+            monkeypatch.setenv("REPLAYSSM_GDN_SPEC_REGS", regs)
+        _spec_raises_writing_nothing(_spec_args(device, g=SMALL, batch=80, T=T), message)
 
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))

@@ -33,6 +33,35 @@ inline const char* window_reg_stream(bool built, bool fits, bool every_warp, boo
                            regs);
 }
 
+// The CTAs per SM the register stream's instance is bounded for. The launcher's choice:
+// kWindowRegAltCtas (96 registers) once the grid needs more than kRegAltMinWaves waves of
+// kWindowMinCtas CTAs per SM, else kWindowMinCtas (128 registers). More resident warps hide more of
+// the stream's own dependency chains (3 % more CTAs per us over many waves); on a grid that fits in
+// as many waves either way, the 96-register instance's spills cost more than it hides. H200, T = 8,
+// B = 16, all accepted, same run (session 20), 4 -> 5 CTAs per SM (us, waves of 4 per SM):
+// Qwen3.5-4B batch 64 (3.9) 111.1 -> 116.3, batch 72 (4.4) 129.8 -> 126.7, batch 80 (4.8) 136.6 ->
+// 133.4, batch 256 (15.5) 405.1 -> 392.4; Qwen3.5-122B batch 32 (3.9) 110.4 -> 114.5, batch 40
+// (4.8) 135.6 -> 131.2, batch 256 776.8 -> 747.8; batch 8 and below lost 0.4-5 %.
+// REPLAYSSM_GDN_SPEC_REG_CTAS (4 or 5, read at every spec launch, so both compare in one process)
+// overrides it; any other value, or the variable set for a launch that does not take the register
+// stream, is an error.
+constexpr int kRegAltMinWaves = 4;
+inline const char* window_reg_ctas(bool regs, int64_t ctas, int* reg_ctas) {
+  constexpr const char* kValue = "REPLAYSSM_GDN_SPEC_REG_CTAS must be 4 or 5 (CTAs per SM of the register stream)";
+  const int64_t alt_from = static_cast<int64_t>(kRegAltMinWaves) * kWindowMinCtas * num_sms();
+  *reg_ctas = regs && ctas > alt_from ? kWindowRegAltCtas : kWindowMinCtas;
+  int forced = -1;
+  if (const char* err = env_count_override("REPLAYSSM_GDN_SPEC_REG_CTAS", kWindowRegAltCtas, kValue, &forced)) return err;
+  if (forced < 0) return nullptr;
+  if (forced != kWindowMinCtas && forced != kWindowRegAltCtas) return kValue;
+  if (!regs)
+    return "REPLAYSSM_GDN_SPEC_REG_CTAS: this launch takes the stage buffers, not the register stream (it needs an "
+           "fp32 checkpoint, bf16 activations, windows of 5 to 8 tokens and CTAs of at least 64 rows, or "
+           "REPLAYSSM_GDN_SPEC_REGS=1)";
+  *reg_ctas = forced;
+  return nullptr;
+}
+
 // Whether a CTA of tile_rows rows (one v-head) can take the register stream: the fold's ldmatrix
 // rows of the staged ring u ([j][tile_rows] bf16) stay 16-byte aligned.
 inline bool window_reg_stream_fits(int tile_rows) { return tile_rows % 8 == 0; }
@@ -103,10 +132,13 @@ struct WindowLauncher {
       if (heads > 1) tiles = 1, tile_rows = p.V;  // pairs of whole heads
     }
     bool regs = false;
+    [[maybe_unused]] int reg_ctas = kWindowMinCtas;
     if constexpr (kSpec) {
       if (const char* err = window_reg_stream(kRegBuilt, window_reg_stream_fits(tile_rows),
                                               tile_rows >= kWarps * kMmaTileRows, &regs))
         return err;
+      const int64_t ctas = static_cast<int64_t>(p.batch) * p.HV * tiles;
+      if (const char* err = window_reg_ctas(regs, ctas, &reg_ctas)) return err;
     }
     // Stage chunks asked of L2 ahead of their cp.async (l2_lead_chunks). The v-head pairs at the
     // 4-token tile stream through two stage buffers, one chunk in flight per CTA, and the bulk
@@ -130,6 +162,9 @@ struct WindowLauncher {
                                   : "max_tokens too large: the window and state tiles of one CTA exceed the shared "
                                     "memory of the device";
     if constexpr (kRegBuilt) {
+      if (regs && reg_ctas == kWindowRegAltCtas)
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true, kWindowRegAltCtas>, p, tiles, tile_rows, bytes,
+                            stream, too_large);
       if (regs)
         return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true>, p, tiles, tile_rows, bytes, stream, too_large);
     }

@@ -138,6 +138,10 @@ inline int spec_window_tile(int max_tokens) {
 
 // CTAs per SM the window kernel is built for (its register bound).
 constexpr int kWindowMinCtas = 4;
+// The register stream's second bound (window_reg_ctas picks it on grids of many waves): 5 CTAs per
+// SM, 96 registers (ptxas, sm_90a: 12 / 32 bytes of spill stores / loads at K = 128, 28 / 76 at
+// K = 256, against none at 128 registers). Its shared memory (43.6 KB at K = 128, R = 24, T = 8) fits 5 CTAs per SM.
+constexpr int kWindowRegAltCtas = 5;
 // Spec windows (kT) built with v-head pairs: at T = 8 a pair's extra shared memory fits 2 CTAs per
 // SM instead of 3 at K = 128 with an fp32 checkpoint, and there it measured a 10 % loss, so those
 // instances are not compiled (T = 4: window_stages).
@@ -159,15 +163,20 @@ constexpr int kMaxPairTokens = 4;
 // never straddles the two heads (rows_per_stage divides V).
 //
 // kRegStream: the state stream through registers (window_stream.cuh; the launcher's
-// window_reg_stream picks it), for the kWindowRegStreamBuilt instances.
-template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1, bool kRegStream = false>
-__global__ void __launch_bounds__(kThreads, kWindowMinCtas)
+// window_reg_stream picks it), for the kWindowRegStreamBuilt instances. kMinCtas: the CTAs per SM
+// the register bound is set for; kWindowMinCtas, or for the register stream also
+// kWindowRegAltCtas (window_reg_ctas).
+template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1, bool kRegStream = false,
+          int kMinCtas = kWindowMinCtas>
+__global__ void __launch_bounds__(kThreads, kMinCtas)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
   static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
                 "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");
   constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
   static_assert(!kRegStream || kWindowRegStreamBuilt<kSpec, kT, ST, AT>, "kRegStream: the kWindowRegStreamBuilt instances");
+  static_assert(kMinCtas == kWindowMinCtas || (kRegStream && kMinCtas == kWindowRegAltCtas),
+                "kMinCtas: kWindowMinCtas, or kWindowRegAltCtas for the register stream");
   // The register stream keeps one (empty) cp.async group for the ring entries only.
   constexpr int kBuffers = kRegStream ? 1 : window_stages<kHeads, kT, K, ST, kTensorCores>();
   static_assert(kSpec ? (kT >= 1 && kT <= kMaxSpecTokens && (kT & (kT - 1)) == 0) : kT == 0,
