@@ -140,7 +140,8 @@ inline int spec_window_tile(int max_tokens) {
 constexpr int kWindowMinCtas = 4;
 // The register stream's second bound (window_reg_ctas picks it on grids of many waves): 5 CTAs per
 // SM, 96 registers (ptxas, sm_90a: 12 / 32 bytes of spill stores / loads at K = 128, 28 / 76 at
-// K = 256, against none at 128 registers). Its shared memory (43.6 KB at K = 128, R = 24, T = 8) fits 5 CTAs per SM.
+// K = 256, against none at 128 registers). Its shared memory (43.6 KB at K = 128, R = 24, T = 8)
+// fits 5 CTAs per SM.
 constexpr int kWindowRegAltCtas = 5;
 // Spec windows (kT) built with v-head pairs: at T = 8 a pair's extra shared memory fits 2 CTAs per
 // SM instead of 3 at K = 128 with an fp32 checkpoint, and there it measured a 10 % loss, so those
