@@ -94,6 +94,70 @@ def test_model_geometries(geo, route):
     run_checked(Mamba2(NANO if geo == "nano" else SUPER), cfg)
 
 
+# --- the decode's stream order ------------------------------------------------------------------
+
+@pytest.mark.parametrize("order", ["stream_first", "entries_first"])
+@pytest.mark.parametrize("geo,Bcap,rows", [
+    (ODD, 16, 8),    # N = 64, P one iteration's multiple; 8 staggered rows: every phase in a batch
+    (WIDE, 8, 5),    # N = 256, P = 48 not a multiple of an iteration's rows
+    (TINY, 4, 6),    # N = 16: several rows per warp load
+    (NANO, 16, 3),   # the model geometry (P = 80, N = 128)
+], ids=["odd", "wide", "tiny", "nano"])
+def test_decode_stream_order_forms(geo, Bcap, rows, order, monkeypatch):
+    """The output-only decode's non-flush rows with their state stream before their entries' terms
+    (REPLAYSSM_M2_DECODE_STREAM_FIRST=1) and after them (=0), over two flush cycles per row with
+    padding and paged caches: both orders against the recurrence. Flush rows take the same path
+    either way. No folds on demand: the variable set to 1 makes mamba2_flush raise (it has no such
+    rows), and folds restart a row's cycle, which the step count does not allow for."""
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", "1" if order == "stream_first" else "0")
+    cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",
+                      act="bf16", paged=True, null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
+                      seed=3100 + Bcap + rows)
+    run_checked(Mamba2(geo), cfg)
+
+
+def test_decode_stream_orders_bit_identical(monkeypatch):
+    """Both stream orders compute the same products in the same order: one output-only decode step
+    (a non-flush row mid-history, a flushing row, a padding row) gives bit-identical outputs, rings
+    and checkpoints."""
+    results = []
+    for value in ("1", "0"):
+        monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", value)
+        args = valid_args("mamba2_decode", device="cuda", seed=5)
+        call_op("mamba2_decode", args)
+        results.append({n: args[n] for n in ("out", "state", "ring_x", "ring_B", "ring_dt")})
+    torch.cuda.synchronize()
+    assert not torch.isnan(results[0]["out"].float()).any()
+    for n in results[0]:
+        assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the stream orders"
+
+
+@pytest.mark.parametrize("op,route,state,value,message", [
+    ("mamba2_decode", "output_only", torch.float32, "2", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1"),
+    ("mamba2_decode", "output_only", torch.float32, "on", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1"),
+    ("mamba2_decode", "state_and_output", torch.float32, "1",
+     "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only"),
+    ("mamba2_flush", None, torch.float32, "1", "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only"),
+    ("mamba2_decode", "output_only", torch.bfloat16, "1",
+     "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: the stream-first order is built for an fp32 checkpoint"),
+])
+def test_decode_stream_first_override_errors(op, route, state, value, message, monkeypatch):
+    """REPLAYSSM_M2_DECODE_STREAM_FIRST other than 0 / 1, or 1 on a launch with no output-only rows
+    (the state-and-output route, mamba2_flush) or with a 2-byte checkpoint (the order is not built
+    there): the error names the variable, and the launch writes nothing."""
+    args = valid_args(op, device="cuda", state_dtype=state)
+    if route is not None:
+        args["route"] = route
+    written = {n: v for n, v in args.items() if n in ("state", "ring_x", "ring_B", "ring_dt", "out")}
+    before = {n: v.clone() for n, v in written.items()}
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", value)
+    with pytest.raises(RuntimeError, match=message):
+        call_op(op, args)
+    torch.cuda.synchronize()
+    for n in written:
+        assert same_bytes(written[n], before[n]), f"a failed launch wrote {n}"
+
+
 # --- the baseline ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("state,act", DTYPE_PAIRS)

@@ -57,20 +57,51 @@ const char* allow_smem(Kernel kernel, size_t bytes) {
   return nullptr;
 }
 
+// Whether a decode launch takes the kStreamFirst instance, whose output-only non-flush rows
+// stream their state before their entries' terms: output-only launches with an fp32 checkpoint
+// (kReplayStreamFirstBuilt) whose CTAs each stream a whole head (p_chunk == P). Where a small
+// batch splits P across CTAs (choose_p_chunk), a CTA's stream is one or two iterations, too short
+// to hide the entries' staging, and the terms formed after it only lengthen the chain. H200,
+// nano / super, B = 16, fp32 checkpoint, bf16 activations, one build, entries first -> stream
+// first, non-flush step (us): batch 1 6.60 -> 6.82 / 6.78 -> 6.96; batch 64 75.5 -> 73.0 /
+// 83.2 -> 80.9; batch 256 286.4 -> 277.0 / 319.8 -> 311.8; batch 512 572.3 -> 551.3 / 642.3 ->
+// 622.4. The state-and-output route and mamba2_flush keep the other instance, whose code holds
+// the one order alone. REPLAYSSM_M2_DECODE_STREAM_FIRST (0 or 1, read at every launch, so both
+// orders compare in one process) overrides the choice; 1 with a 2-byte checkpoint or on a launch
+// with no such rows (the state-and-output route, mamba2_flush) is an error.
+inline const char* replay_stream_first(const ReplayParams& p, bool built, bool whole_heads, bool* on) {
+  const bool output_only = p.mode == ReplayMode::kOutputOnly;
+  return env_forced_choice("REPLAYSSM_M2_DECODE_STREAM_FIRST", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1",
+                           built && output_only && whole_heads, built, output_only,
+                           "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: the stream-first order is built for an fp32 checkpoint",
+                           "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only route has rows "
+                           "that read the state for its dot products alone (this launch is the state-and-output "
+                           "route or mamba2_flush)",
+                           on);
+}
+
 template <typename Act, typename St, int N>
 const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
   const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
+  bool stream_first = false;
+  if (const char* err = replay_stream_first(p, kReplayStreamFirstBuilt<St>, p_chunk == p.geo.P, &stream_first))
+    return err;
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
   const bool b_copy = replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act));
   const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy).total) * sizeof(float);
   // fp32 activations never take the copy (replay_b_copy): that instance is not built.
   constexpr bool kCopyPossible = sizeof(Act) != 4;
-  auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible>
-                       : mamba2_replay_kernel<Act, St, N, kWarps, false>;
+  auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false>
+                       : mamba2_replay_kernel<Act, St, N, kWarps, false, false>;
+  if constexpr (kReplayStreamFirstBuilt<St>) {
+    if (stream_first)
+      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, true>
+                      : mamba2_replay_kernel<Act, St, N, kWarps, false, true>;
+  }
   if (const char* err = allow_smem(kernel, smem)) return err;
   kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
   return launch_status();

@@ -18,6 +18,8 @@
 // shared with the spec kernel), one iteration's loads in flight ahead of the one being processed;
 // the first iteration's loads go out as soon as the slot is known, then the row's entries (x_j, B_j,
 // delta_j) are staged in shared memory with cp.async (entries.cuh), all in flight together.
+// In the kStreamFirst instances (fp32 checkpoints, output-only launches) rows that do not flush
+// stream first and form their entries' terms after, while the staging lands.
 //
 // Measured alternatives (H200, nano geometry, batch 256; docs/perf-notes.md): holding the whole
 // chunk in shared memory via cp.async, and a persistent grid that prefetches the next item's
@@ -81,7 +83,14 @@ __host__ __device__ inline bool replay_b_copy(int R, int p_chunk, int N, int act
   return fold_b_copy_pays(without.total, R * N, act_bytes, kReplayMinCtas);
 }
 
-template <typename Act, typename St, int N, int kWarps, bool kBCopy>
+// The checkpoint dtypes with a kStreamFirst instance: fp32 only.
+// With a 2-byte state the second copy of the entries' terms raised ptxas's spills at the
+// 64-register bound (sm_90a, bf16 checkpoint, bf16 activations, N = 128, with the B copy: 28 / 116
+// -> 64 / 224 bytes of spill stores / loads), so those instances keep the one order.
+template <typename St>
+inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
+
+template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
@@ -196,71 +205,91 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
     n_upd = 0;
   else
     n_upd = n_ent;
-  cp_async_wait<0>();
-  __syncthreads();
+  // An output-only row that does not flush reads its state only for the dot products with C (no
+  // update, c0 = 1), which need neither the staged entries nor the decay weights. In the
+  // kStreamFirst instances its stream runs first and the entries' wait, weights, B_j . C and output terms
+  // after it, so the staging's latency overlaps the stream instead of standing before its first
+  // iteration (the per-CTA chain slot -> cursors -> entries -> weights -> stream that limits this
+  // step; docs/perf-notes.md). Every thread takes the same branch: flush is per row.
+  static_assert(!kStreamFirst || kReplayStreamFirstBuilt<St>, "the stream-first order is built for fp32 checkpoints");
+  const bool stream_first = kStreamFirst && decode && !flush && mode == ReplayMode::kOutputOnly;
+  // Waits for the staged entries, then the decay weights, the fp32 B copy, B_j . C and the
+  // per-row output terms and update factors; ends on a barrier.
+  auto entry_terms = [&]() {
+    cp_async_wait<0>();
+    __syncthreads();
 
-  // Decay weights over the first n_w entries (the folded history for flush rows, everything for
-  // non-flush rows): s_j = d_j exp(A sum_{j<i<n_w} d_i), total decay exp(A sum_{i<n_w} d_i).
-  // The thread of entry 0 also leaves the total, read after the next barrier (n_w == 0: no decay).
-  const int n_w = flush ? hist : n_ent;
-  if (tid == 0 && n_w == 0) *decay_s = 1.f;
-  for (int j = tid; j < n_w; j += kThreads) {
-    const float later = sum_entries(delta_s, j + 1, n_w);
-    weight_s[j] = delta_s[j] * expf(A * later);
-    if (j == 0) *decay_s = expf(A * (later + delta_s[0]));
-  }
+    // Decay weights over the first n_w entries (the folded history for flush rows, everything for
+    // non-flush rows): s_j = d_j exp(A sum_{j<i<n_w} d_i), total decay exp(A sum_{i<n_w} d_i).
+    // The thread of entry 0 also leaves the total, read after the next barrier (n_w == 0: no decay).
+    const int n_w = flush ? hist : n_ent;
+    if (tid == 0 && n_w == 0) *decay_s = 1.f;
+    for (int j = tid; j < n_w; j += kThreads) {
+      const float later = sum_entries(delta_s, j + 1, n_w);
+      weight_s[j] = delta_s[j] * expf(A * later);
+      if (j == 0) *decay_s = expf(A * (later + delta_s[0]));
+    }
 
-  // The update's B_j in fp32, converted once rather than in every stream iteration (when that costs
-  // no occupancy: replay_b_copy).
-  if constexpr (kBCopy)
-    for (int e = tid; e < n_upd * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
+    // The update's B_j in fp32, converted once rather than in every stream iteration (when that
+    // costs no occupancy: replay_b_copy).
+    if constexpr (kBCopy)
+      for (int e = tid; e < n_upd * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
 
-  // B_j . C for every staged entry (decode): kRowsPerWarp entries per warp pass.
-  if (decode) {
-    for (int jb = warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
-      const int j = jb + rw;
-      float part = 0.f;
-      if (j < n_ent) {
+    // B_j . C for every staged entry (decode): kRowsPerWarp entries per warp pass.
+    if (decode) {
+      for (int jb = warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
+        const int j = jb + rw;
+        float part = 0.f;
+        if (j < n_ent) {
 #pragma unroll
-        for (int k = 0; k < KV; ++k) {
-          float bv[VE];
-          load_f32<Act, VE>(b_raw + j * N + L::n_of(lr, k, 0), bv);
+          for (int k = 0; k < KV; ++k) {
+            float bv[VE];
+            load_f32<Act, VE>(b_raw + j * N + L::n_of(lr, k, 0), bv);
 #pragma unroll
-          for (int e = 0; e < VE; ++e) part = fmaf(bv[e], c_reg[k][e], part);
+            for (int e = 0; e < VE; ++e) part = fmaf(bv[e], c_reg[k][e], part);
+          }
         }
+        part = L::row_sum(part);
+        if (j < n_ent && lr == 0) bc_s[j] = part;
       }
-      part = L::row_sum(part);
-      if (j < n_ent && lr == 0) bc_s[j] = part;
     }
-  }
-  __syncthreads();
+    __syncthreads();
 
-  const float decay_all = *decay_s;
-  float c0, c1;
-  const float D = (decode && p.layer.D != nullptr) ? p.layer.D[h] : 0.f;
-  if (flush) {
-    c0 = decay_all;
-    c1 = expf(A * d_new);
-  } else if (mode == ReplayMode::kOutputOnly) {
-    c0 = 1.f;
-    c1 = decay_all;
-  } else {
-    c0 = decay_all;
-    c1 = 1.f;
-  }
-  for (int pl = tid; pl < plen; pl += kThreads) {
-    const float x_new = decode ? to_float(x_raw[hist * p_chunk + pl]) : 0.f;
-    float ht = D * x_new;
-    if (flush) {
-      if (decode) ht += d_new * bc_s[hist] * x_new;
-    } else if (mode == ReplayMode::kOutputOnly) {
-      for (int j = 0; j < n_ent; ++j) ht = fmaf(weight_s[j] * bc_s[j], to_float(x_raw[j * p_chunk + pl]), ht);
+    const float D = (decode && p.layer.D != nullptr) ? p.layer.D[h] : 0.f;
+    for (int pl = tid; pl < plen; pl += kThreads) {
+      const float x_new = decode ? to_float(x_raw[hist * p_chunk + pl]) : 0.f;
+      float ht = D * x_new;
+      if (flush) {
+        if (decode) ht += d_new * bc_s[hist] * x_new;
+      } else if (mode == ReplayMode::kOutputOnly) {
+        for (int j = 0; j < n_ent; ++j) ht = fmaf(weight_s[j] * bc_s[j], to_float(x_raw[j * p_chunk + pl]), ht);
+      }
+      float* const xr = x_s + pl * ldx;
+      for (int j = 0; j < n_upd; ++j) xr[j] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
+      hterm_s[pl] = ht;
     }
-    float* const xr = x_s + pl * ldx;
-    for (int j = 0; j < n_upd; ++j) xr[j] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
-    hterm_s[pl] = ht;
+    __syncthreads();
+  };
+  // c0 scales the state before the update, c1 its dot products with C (stream_first: c0 = 1, and
+  // c1 is set after the stream).
+  float c0 = 1.f, c1 = 1.f;
+  auto coefficients = [&]() {
+    const float decay_all = *decay_s;
+    if (flush) {
+      c0 = decay_all;
+      c1 = expf(A * d_new);
+    } else if (mode == ReplayMode::kOutputOnly) {
+      c0 = 1.f;
+      c1 = decay_all;
+    } else {
+      c0 = decay_all;
+      c1 = 1.f;
+    }
+  };
+  if (!stream_first) {
+    entry_terms();
+    coefficients();
   }
-  __syncthreads();
 
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
   const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
@@ -306,8 +335,13 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
   }
   if (!decode) return;
-  __syncthreads();
-
+  // Either way a barrier stands between the stream's dot_s writes and the reads below.
+  if (stream_first) {
+    entry_terms();
+    coefficients();
+  } else {
+    __syncthreads();
+  }
   const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + row * p.tok.z_stride + h * P : nullptr;
   Act* const out = reinterpret_cast<Act*>(p.tok.out) + row * p.tok.out_stride + h * P;
   for (int pl = tid; pl < plen; pl += kThreads) {
