@@ -43,9 +43,11 @@ inline const char* window_reg_stream(bool built, bool fits, bool every_warp, boo
 // 133.4, batch 256 (15.5) 405.1 -> 392.4; Qwen3.5-122B batch 32 (3.9) 110.4 -> 114.5, batch 40
 // (4.8) 135.6 -> 131.2, batch 256 776.8 -> 747.8; batch 8 and below lost 0.4-5 %. With the
 // benchmark's realistic acceptance (mean2.5) the gain holds only at 4-6 waves (4B batch 80 121.1 ->
-// 119.3) and turns into a 1-2.4 % loss from about 10 waves on (4B batch 256 347.5 -> 351.9, batch
-// 512 676.5 -> 688.5), where fewer steps fold (not measured per phase). The rule follows the
-// all-accepted measure of the targets; docs/perf-notes.md, GDN spec verify, "Session 20".
+// 119.3) and turns into a 1-2.4 % loss from about 10 waves on at T = 8 (4B batch 256 347.5 ->
+// 351.9, batch 512 676.5 -> 688.5), while at T = 6 it gains or is level (4B batch 96 138.3 ->
+// 135.8, batch 512 668.3 -> 670.4). A 4-8 wave bound would give back 3-6 % all accepted to save
+// at most 2 % there, so the rule holds at every acceptance; docs/perf-notes.md, GDN spec verify,
+// "Session 20" and "Session 21".
 // REPLAYSSM_GDN_SPEC_REG_CTAS (4 or 5, read at every spec launch, so both compare in one process)
 // overrides it; any other value, or the variable set for a launch that does not take the register
 // stream, is an error.
