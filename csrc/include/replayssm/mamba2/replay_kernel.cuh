@@ -207,10 +207,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
     n_upd = n_ent;
   // An output-only row that does not flush reads its state only for the dot products with C (no
   // update, c0 = 1), which need neither the staged entries nor the decay weights. In the
-  // kStreamFirst instances its stream runs first and the entries' wait, weights, B_j . C and output terms
-  // after it, so the staging's latency overlaps the stream instead of standing before its first
-  // iteration (the per-CTA chain slot -> cursors -> entries -> weights -> stream that limits this
-  // step; docs/perf-notes.md). Every thread takes the same branch: flush is per row.
+  // kStreamFirst instances its stream runs first and the entries' wait, weights, B_j . C and
+  // output terms after it, so the staging's latency overlaps the stream instead of standing
+  // before its first iteration (the per-CTA chain slot -> cursors -> entries -> weights -> stream
+  // that limits this step; docs/perf-notes.md). Every thread takes the same branch: flush is per
+  // row.
   static_assert(!kStreamFirst || kReplayStreamFirstBuilt<St>, "the stream-first order is built for fp32 checkpoints");
   const bool stream_first = kStreamFirst && decode && !flush && mode == ReplayMode::kOutputOnly;
   // Waits for the staged entries, then the decay weights, the fp32 B copy, B_j . C and the
