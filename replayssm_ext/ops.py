@@ -16,6 +16,15 @@ Two forms, as keyword arguments of the same function:
 Dims: ``batch`` rows (one sequence each), ``tokens`` = total tokens of a varlen call, ``slots``
 cache slots, ``R`` ring length, ``T`` max tokens per row. Mamba-2 ``H, P, N, G``; GDN ``H, HV,
 K, V`` (docs/contract.md, "Symbols"). ``act`` = bf16, fp16 or fp32, one per call.
+
+On the GPU the kernels are launched with programmatic dependent launch: a kernel may be scheduled
+while the kernel before it in the stream still runs (its launch latency then overlaps that kernel,
+which matters at small batch, eagerly and in CUDA graphs alike), and it waits for that kernel to
+complete before it touches memory, so results and ordering are those of plain stream order. Two
+launches go without it, measured to lose with it: the per-draft snapshot state updates
+(``*_state_update`` with ``snapshot_slots``) and ``mamba2_spec_verify`` at batch 1.
+``REPLAYSSM_PDL`` (read at every launch) overrides: ``0`` no launch has it, ``1`` every launch
+has it; docs/contract.md, "Launch overrides".
 """
 
 from __future__ import annotations

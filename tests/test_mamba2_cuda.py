@@ -116,6 +116,21 @@ def test_decode_stream_order_forms(geo, Bcap, rows, order, monkeypatch):
     run_checked(Mamba2(geo), cfg)
 
 
+@pytest.mark.parametrize("order", ["stream_first", "entries_first"])
+def test_decode_stream_order_whole_heads(order, monkeypatch):
+    """Both orders at a batch where every CTA streams a whole head of two stream iterations (the
+    launcher's stream-first rule, p_chunk == P): the launcher stops splitting P once the batch
+    gives kCtasPerSmTarget (8) CTAs per SM, so the rows are sized from the device's SM count.
+    Two flush cycles per row with padding and paged caches, against the recurrence."""
+    geo = Mamba2Geo(H=32, P=32, N=128, G=4)  # fp32 state, N = 128: 16 rows per stream iteration
+    rows = -(-8 * torch.cuda.get_device_properties(0).multi_processor_count // geo.H)
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", "1" if order == "stream_first" else "0")
+    cfg = _decode_cfg(Bcap=8, rows=rows, spare_slots=2, steps=steps_for_cycles(8, 1, rows), state="fp32",
+                      act="bf16", paged=True, null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
+                      seed=3200 + rows)
+    run_checked(Mamba2(geo), cfg)
+
+
 def test_decode_stream_orders_bit_identical(monkeypatch):
     """Both stream orders compute the same products in the same order: one output-only decode step
     (a non-flush row mid-history, a flushing row, a padding row) gives bit-identical outputs, rings

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "replayssm/common/cuda_utils.cuh"
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/gdn/params.h"
 #include "replayssm/gdn/rows_kernel.cuh"
 
@@ -35,12 +36,13 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
 }
 
 // Launches one of the tiled kernels (grid tiles x HV x batch, kThreads threads, `bytes` of dynamic
-// shared memory). Above the 48 KB default the kernel must opt in, and the device's opt-in limit is
+// shared memory; `early` as dependent_launch.cuh says for the site). Above the 48 KB default the kernel must opt in, and the device's opt-in limit is
 // checked first so a too-long ring is an error naming the cause (too_large) rather than a failed
 // launch.
 template <typename Kernel>
 const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_rows, size_t bytes,
-                         cudaStream_t stream, const char* too_large, int heads = 1) {
+                         cudaStream_t stream, const char* too_large, int heads = 1,
+                         EarlyLaunch early = EarlyLaunch::kYes) {
   if (bytes > 48 * 1024) {
     int dev = 0, optin = 0;
     cudaGetDevice(&dev);
@@ -55,8 +57,7 @@ const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_
   if (p.batch > 65535 || p.HV > 65535) return "batch or HV exceeds the CUDA grid limit of 65535";
   // heads: v-heads per CTA (the window kernel's kHeads; HV is a multiple of it).
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(p.HV / heads), static_cast<unsigned>(p.batch));
-  kernel<<<grid, kThreads, bytes, stream>>>(p, tiles, tile_rows);
-  return launch_status();
+  return launch_kernel(early, kernel, grid, dim3(kThreads), bytes, stream, p, tiles, tile_rows);
 }
 
 // The run-time K and activation dtype to the template arguments of Launcher::run<K, ST, AT>: one

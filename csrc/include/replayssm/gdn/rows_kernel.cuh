@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
 #include "replayssm/gdn/params.h"
 
@@ -64,6 +65,7 @@ __host__ __device__ inline SmemLayout smem_layout(int ring_len, int tile_rows, i
 // ---------------------------------------------------------------------------------------------
 template <Mode M, int K, typename ST, typename AT>
 __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p, const int tiles, const int tile_rows) {
+  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   constexpr bool kToken = M != Mode::kFold;           // has a token (q, k, v, a, b, out)
   constexpr bool kRing = M != Mode::kStateUpdate;     // replays the ring
   using Lanes = RowLanes<K, ST>;

@@ -167,18 +167,23 @@ struct WindowLauncher {
                                     "exceed the shared memory of the device"
                                   : "max_tokens too large: the window and state tiles of one CTA exceed the shared "
                                     "memory of the device";
+    // The snapshot form (the per-draft baseline) launches without overlap: dependent_launch.cuh.
+    constexpr EarlyLaunch kEarly = WM == WindowMode::kSnapshotUpdate ? EarlyLaunch::kNo : EarlyLaunch::kYes;
     if constexpr (kRegBuilt) {
       if (regs && reg_ctas == kWindowRegAltCtas)
         return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true, kWindowRegAltCtas>, p, tiles, tile_rows, bytes,
-                            stream, too_large);
+                            stream, too_large, 1, kEarly);
       if (regs)
-        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true>, p, tiles, tile_rows, bytes, stream, too_large);
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true>, p, tiles, tile_rows, bytes, stream, too_large,
+                            1, kEarly);
     }
     if constexpr (kSpec && kT <= kMaxPairTokens) {
       if (heads == 2)
-        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 2>, p, tiles, tile_rows, bytes, stream, too_large, 2);
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 2>, p, tiles, tile_rows, bytes, stream, too_large, 2,
+                            kEarly);
     }
-    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1>, p, tiles, tile_rows, bytes, stream, too_large);
+    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1>, p, tiles, tile_rows, bytes, stream, too_large, 1,
+                        kEarly);
   }
 
   template <int K, typename ST, typename AT>

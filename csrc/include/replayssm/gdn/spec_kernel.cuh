@@ -26,6 +26,7 @@
 // written to state[snapshot_slots[r, i]] (a padding id there: no write).
 #pragma once
 
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/common/lane_sums.cuh"
 #include "replayssm/common/smem_rows.cuh"
 #include "replayssm/gdn/chunk_ops.cuh"
@@ -171,6 +172,7 @@ template <WindowMode WM, int kT, int K, typename ST, typename AT, int kHeads = 1
           int kMinCtas = kWindowMinCtas>
 __global__ void __launch_bounds__(kThreads, kMinCtas)
     gdn_window_kernel(const GdnParams p, const int tiles, const int tile_rows) {
+  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   constexpr bool kSpec = WM == WindowMode::kSpecVerify;
   static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
                 "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");

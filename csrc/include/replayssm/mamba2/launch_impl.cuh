@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "replayssm/common/cuda_utils.cuh"
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/common/heads_per_cta.cuh"
 #include "replayssm/mamba2/launch.h"
 #include "replayssm/mamba2/state_dispatch.h"
@@ -103,8 +104,8 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
                       : mamba2_replay_kernel<Act, St, N, kWarps, false, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
-  kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
-  return launch_status();
+  return launch_kernel(EarlyLaunch::kYes, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream, p,
+                       p_chunk);
 }
 
 template <typename Act, typename St, int N>
@@ -118,8 +119,9 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   const size_t smem = static_cast<size_t>(StateUpdateSmem(p.max_tokens, p_chunk, N).total) * sizeof(float);
   auto kernel = mamba2_state_update_kernel<Act, St, N, kWarps>;
   if (const char* err = allow_smem(kernel, smem)) return err;
-  kernel<<<static_cast<unsigned>(ctas), kWarps * 32, smem, stream>>>(p, p_chunk);
-  return launch_status();
+  // The snapshot form (the per-draft baseline) launches without overlap: dependent_launch.cuh.
+  const EarlyLaunch early = p.snapshot_slots == nullptr ? EarlyLaunch::kYes : EarlyLaunch::kNo;
+  return launch_kernel(early, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream, p, p_chunk);
 }
 
 // Whether a spec launch takes the tensor-core stream (spec_mma.cuh): the kSpecMma instances
@@ -277,8 +279,9 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
                             : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, true>;
   }
   if (const char* err_smem = allow_smem(kernel, smem)) return err_smem;
-  kernel<<<grid, kWarps * 32, smem, stream>>>(launch_params, p_chunk);
-  return launch_status();
+  // Batch 1 launches without overlap (dependent_launch.cuh).
+  const EarlyLaunch early = p.batch > 1 ? EarlyLaunch::kYes : EarlyLaunch::kNo;
+  return launch_kernel(early, kernel, grid, dim3(kWarps * 32), smem, stream, launch_params, p_chunk);
 }
 
 constexpr const char* kBadDstate = "dstate N must be 8, 16, 32, 64, 128 or 256 for the CUDA kernels";

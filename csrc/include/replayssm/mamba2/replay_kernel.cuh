@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/tile.cuh"
@@ -92,6 +93,7 @@ inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 
 template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
+  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;

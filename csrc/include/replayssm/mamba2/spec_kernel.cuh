@@ -44,6 +44,7 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/common/smem_rows.cuh"
 #include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
@@ -140,6 +141,7 @@ template <typename Act, typename St, int N, int kWarps, int kT, bool kBCopy, int
           bool kVecStream = false>
 __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     mamba2_spec_verify_kernel(const SpecVerifyParams sp, const int p_chunk) {
+  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>;
   constexpr int kThreads = kWarps * 32;

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/tile.cuh"
 
@@ -36,6 +37,7 @@ struct StateUpdateSmem {
 
 template <typename Act, typename St, int N, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) mamba2_state_update_kernel(const StateUpdateParams p, const int p_chunk) {
+  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   using L = RowLayout<St, N>;
   using V = StateVec<St>;
   constexpr int kThreads = kWarps * 32;
