@@ -36,9 +36,9 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
 }
 
 // Launches one of the tiled kernels (grid tiles x HV x batch, kThreads threads, `bytes` of dynamic
-// shared memory; `early` as dependent_launch.cuh says for the site). Above the 48 KB default the kernel must opt in, and the device's opt-in limit is
-// checked first so a too-long ring is an error naming the cause (too_large) rather than a failed
-// launch.
+// shared memory; `early` as dependent_launch.cuh says for the site). Above the 48 KB default the
+// kernel must opt in, and the device's opt-in limit is checked first so a too-long ring is an
+// error naming the cause (too_large) rather than a failed launch.
 template <typename Kernel>
 const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_rows, size_t bytes,
                          cudaStream_t stream, const char* too_large, int heads = 1,
