@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# In-run A/B of the CUDA kernels: one run builds the kernels of a base revision, benchmarks them,
-# builds the working tree's kernels and benchmarks those with the same arguments, so both numbers
-# share the machine, its clocks and the copy-bandwidth yardstick. (Run-to-run spread of one build
-# on the lent H200 is 1-3 %: as large as many kernel changes. docs/perf-notes.md, "Method notes".)
+# In-run A/B of the CUDA kernels: one run builds the kernels of a base revision and the working
+# tree's at the same time, then benchmarks the base and the tree with the same arguments, so both
+# numbers share the machine, its clocks and the copy-bandwidth yardstick. (Run-to-run spread of
+# one build on the lent H200 is 1-3 %: as large as many kernel changes. docs/perf-notes.md,
+# "Method notes".)
 #
 #   scripts/ab_bench.sh --prepare REV       where the git history is: REV's csrc/ into ab_base/
 #                                            (git-ignored: name ab_base in the GPU run's carry)
 #   scripts/ab_bench.sh BENCHMARK_ARGS...   on the GPU machine, from the repository root
 #
-# Only csrc/ is swapped: the Python package and the harness are the working tree's in both builds,
-# and the working tree's build is the one left in place. Each benchmark writes $OUT/ab_<label>/
-# (bench.json, table.txt, plots) and $OUT/ab_<label>.log, labels "base" and "tree"; the script then
-# prints every timed row of both with the ratio tree / base. BENCHMARK_ARGS are those of
-# `python3 -m replayssm_ext.benchmark` without --out, e.g.
+# Only csrc/ differs: the base builds in a copy of the working tree (AB_BASE_DIR, default
+# /tmp/replayssm_ab_base) whose csrc/ is ab_base/csrc, so the Python package and the harness are
+# the working tree's in both, and the working tree's own build is the one left in place. Each
+# benchmark writes $OUT/ab_<label>/ (bench.json, table.txt, plots) and $OUT/ab_<label>.log,
+# labels "base" and "tree"; the script then prints every timed row of both with the ratio
+# tree / base. BENCHMARK_ARGS are those of `python3 -m replayssm_ext.benchmark` without --out, e.g.
 #   --sections spec --geometries qwen3.5-4b --batches 256 -B 16 --spec-tokens 4,8 --accept all
 #
 # Environment: OUT (default ./out), REPLAYSSM_FAMILIES (e.g. gdn: one family builds in ~45 s on the
-# GPU machine), TORCH_CUDA_ARCH_LIST (default 9.0a), MAX_JOBS (default 16), BUILD_TIMEOUT and
-# BENCH_TIMEOUT (seconds, default 300 and 240).
+# GPU machine), TORCH_CUDA_ARCH_LIST (default 9.0a), MAX_JOBS (default 16, per build),
+# BUILD_TIMEOUT and BENCH_TIMEOUT (seconds, default 300 and 240), AB_BASE_DIR.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -34,39 +36,49 @@ for arg in "$@"; do
   [[ $arg == --out || $arg == --out=* ]] && { echo "ab_bench.sh: --out is set per build (\$OUT/ab_<label>)" >&2; exit 2; }
 done
 [[ -d ab_base/csrc ]] || { echo "ab_bench.sh: no ab_base/csrc: run scripts/ab_bench.sh --prepare REV first" >&2; exit 2; }
-[[ ! -e ab_tree_csrc ]] || { echo "ab_bench.sh: ab_tree_csrc exists (an earlier run's copy of csrc/?): move it back first" >&2; exit 2; }
 
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
+OUT=$(mkdir -p "${OUT:-$PWD/out}" && cd "${OUT:-$PWD/out}" && pwd)
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
 
-# The working tree's csrc/ waits in ab_tree_csrc/ while the base builds; it is put back on any exit.
-restore() { if [[ -d ab_tree_csrc ]]; then rm -rf csrc && mv ab_tree_csrc csrc; fi; }
-trap restore EXIT
+# The base builds in a copy of the working tree with ab_base/csrc as its csrc/ (outside the
+# repository, so the tree's own build folder and in-place extension stay untouched), at the same
+# time as the tree: the two builds share the machine's cores, which one build of a few long
+# kernel files leaves partly idle. Each benchmark runs from its own folder, so Python imports
+# that folder's package and extension.
+BASE_DIR=${AB_BASE_DIR:-/tmp/replayssm_ab_base}
+rm -rf "$BASE_DIR" && mkdir -p "$BASE_DIR" || exit 1
+tar -c --exclude=./.git --exclude=./build --exclude=./ab_base --exclude=./out --exclude='*.so' -f - . |
+  tar -x -C "$BASE_DIR" || exit 1
+rm -rf "$BASE_DIR/csrc" && cp -r ab_base/csrc "$BASE_DIR/csrc" || exit 1
 
-build_and_bench() {  # label, benchmark args...
-  local label=$1 t0=$SECONDS
-  shift
-  # ninja compares modification times: every source must look newer than the other build's objects.
-  find csrc -type f -exec touch {} +
-  if ! timeout "${BUILD_TIMEOUT:-300}" python3 setup.py build_ext --inplace >"$OUT/ab_${label}_build.log" 2>&1; then
+build() {  # label, folder
+  local label=$1 dir=$2 t0=$SECONDS
+  if ! (cd "$dir" && timeout "${BUILD_TIMEOUT:-300}" python3 setup.py build_ext --inplace) >"$OUT/ab_${label}_build.log" 2>&1; then
     echo "$label: build FAILED"
     tail -n 30 "$OUT/ab_${label}_build.log"
     return 1
   fi
   echo "$label: built in $((SECONDS - t0)) s"
-  t0=$SECONDS
-  timeout "${BENCH_TIMEOUT:-240}" python3 -m replayssm_ext.benchmark "$@" --out "$OUT/ab_$label" >"$OUT/ab_$label.log" 2>&1
+}
+
+bench() {  # label, folder, benchmark args...
+  local label=$1 dir=$2 t0=$SECONDS
+  shift 2
+  (cd "$dir" && timeout "${BENCH_TIMEOUT:-240}" python3 -m replayssm_ext.benchmark "$@" --out "$OUT/ab_$label") \
+    >"$OUT/ab_$label.log" 2>&1
   local rc=$?
   echo "$label: benchmark rc=$rc in $((SECONDS - t0)) s"
   [[ $rc -eq 0 ]] || tail -n 20 "$OUT/ab_$label.log"
   return $rc
 }
 
-mv csrc ab_tree_csrc && cp -r ab_base/csrc csrc || exit 1
-build_and_bench base "$@" || exit 1
-restore
-build_and_bench tree "$@" || exit 1
+build base "$BASE_DIR" & base_pid=$!
+build tree "$PWD" & tree_pid=$!
+wait $base_pid; base_rc=$?
+wait $tree_pid; tree_rc=$?
+((base_rc == 0 && tree_rc == 0)) || exit 1
+bench base "$BASE_DIR" "$@" || exit 1
+bench tree "$PWD" "$@" || exit 1
 
 python3 - "$OUT/ab_base/bench.json" "$OUT/ab_tree/bench.json" "$(cat ab_base/REV 2>/dev/null)" <<'PY'
 import json, sys
