@@ -8,6 +8,7 @@
 #   BUILD=1 scripts/ncu_spec_profiles.sh              # Mamba-2, ~4 min with the build
 #   FAMILY=gdn scripts/ncu_spec_profiles.sh           # GDN's window kernel (session 16 ran it)
 #   FAMILY=batch1 scripts/ncu_spec_profiles.sh        # batch-1 decode kernels (not yet run)
+#   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (not yet run)
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
 # spec kernel's CUDA-core stream at T = 4 non-flush (hist 8) and flush (hist 12), T = 2 non-flush.
@@ -18,6 +19,12 @@
 # the classic Mamba-2 step and the GDN decode (Qwen3.5-4B) at batch 1. The kernel's own duration
 # against the benchmark's graph time per launch says how much of the 6.34 us is the kernel body
 # and how much the gap between launches; the warp states say where the body waits.
+# decode256 (issue 3's three open batch-256 gaps): the nano replay kernel at batch 256, non-flush
+# hist 8 on the state-and-output route (1.45x output-only against 1.1x) and output-only (89.7 %
+# of copy), the flush step at hist 15 (1.13-1.15x the classic step against 1.1x), and super's
+# output-only non-flush step (84.8 % of copy against nano's 89.7 %). For the state-and-output
+# case, docs/perf-notes.md (next steps item 5) estimates the update's shared-memory time at about
+# half the stream's: compare with the profile's shared-memory pipe and the warp states.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"; W=$(mktemp -d /tmp/ncu_spec.XXXXXX)
@@ -61,7 +68,13 @@ case ${FAMILY:-mamba2} in
     run_case m2_flush_h15 mamba2_replay_kernel mamba2_decode $g 1 --hist 15 --flush
     run_case m2_classic mamba2_state_update_kernel mamba2_state_update $g 1
     run_case gdn_nonflush_h8 gdn_rows_kernel gdn_decode qwen3.5-4b 1 --hist 8 ;;
-  *) echo "FAMILY must be mamba2, gdn or batch1"; exit 2 ;;
+  decode256)
+    k=mamba2_replay_kernel op=mamba2_decode
+    run_case so_nonflush_h8 $k $op nemotron3-nano-4b 256 --hist 8 --route state_and_output
+    run_case oo_nonflush_h8 $k $op nemotron3-nano-4b 256 --hist 8
+    run_case oo_flush_h15 $k $op nemotron3-nano-4b 256 --hist 15 --flush
+    run_case super_oo_nonflush_h8 $k $op nemotron3-super-120b 256 --hist 8 ;;
+  *) echo "FAMILY must be mamba2, gdn, batch1 or decode256"; exit 2 ;;
 esac
 rm -f "$W"/*.ncu-rep
 tar czf "$OUT/ncu_${FAMILY:-mamba2}.tgz" -C "$W" .
