@@ -10,6 +10,9 @@ first access to memory.
   checkpoints and cursors are bit-identical to the same steps launched without the attribute
   (REPLAYSSM_PDL=0). A kernel that read before its wait would see the cursors or rings of an
   earlier step at random, and differ.
+- The same for speculative decoding: the spec verify of both families with one commit per step,
+  and the per-draft snapshot state updates of both families (each reading the snapshot the step
+  before accepted), with the attribute forced on, with the sites' own choice and without it.
 - REPLAYSSM_PDL other than 0 / 1 is an error that names the variable, and the launch writes
   nothing.
 
@@ -46,6 +49,39 @@ def _run_once(run, graph: bool):
     torch.cuda.synchronize()
 
 
+def _cursors(num_slots):
+    return {"hist": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
+            "start": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
+            "flush": torch.zeros(num_slots, dtype=torch.int8, device="cuda")}
+
+
+def _layer(fam, gen, num_slots, R, snapshot_slots=0):
+    """One layer on the GPU: its parameters, fp32 checkpoints of num_slots slots (and, for the
+    snapshot baseline, snapshot_slots more as "snap_state"), bf16 rings of length R."""
+    params = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
+    cache = {"state": fam.random_state(gen, (num_slots,), torch.float32).cuda()}
+    if snapshot_slots:
+        cache["snap_state"] = fam.random_state(gen, (snapshot_slots,), torch.float32).cuda()
+    for name, shape in fam.ring_shapes(R).items():
+        cache[name] = torch.randn(num_slots, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
+    return fam, params, cache
+
+
+def _on_cpu(outputs, layers, cur):
+    """Every output (outputs: name prefix -> [step][layer] tensors), cache tensor and cursor, on
+    the CPU, by name."""
+    result = {f"{prefix}{k}.{i}": o.cpu() for prefix, steps in outputs.items()
+              for k, step in enumerate(steps) for i, o in enumerate(step)}
+    result.update({f"{name}.{i}": t.cpu() for i, (_, _, cache) in enumerate(layers) for name, t in cache.items()})
+    result.update({name: t.cpu() for name, t in cur.items()})
+    return result
+
+
+def _assert_same_bytes(got, want, mode):
+    for name in want:
+        assert same_bytes(got[name], want[name]), f"{mode}: {name} differs from stream order without the attribute"
+
+
 def _model_steps(mode, monkeypatch):
     """Runs 3 flush cycles of a two-family model (B = 4, T = 1; four layers, one commit per step)
     from fixed caches, eagerly or captured in one CUDA graph and replayed once. Returns every
@@ -57,16 +93,8 @@ def _model_steps(mode, monkeypatch):
     slots = torch.tensor([5, 0, -1, 3, 7, 1], dtype=torch.int32, device="cuda")
     rows = slots.numel()
     ones = torch.ones(rows, dtype=torch.int32, device="cuda")
-    cur = {"hist": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
-           "start": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
-           "flush": torch.zeros(num_slots, dtype=torch.int8, device="cuda")}
-    layers = []
-    for fam in (Mamba2(M2), Mamba2(M2), GDN(GD), GDN(GD)):
-        params = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
-        cache = {"state": fam.random_state(gen, (num_slots,), torch.float32).cuda()}
-        for name, shape in fam.ring_shapes(R).items():
-            cache[name] = torch.randn(num_slots, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
-        layers.append((fam, params, cache))
+    cur = _cursors(num_slots)
+    layers = [_layer(fam, gen, num_slots, R) for fam in (Mamba2(M2), Mamba2(M2), GDN(GD), GDN(GD))]
     # Mixed phases: live row i has committed i % (B + 1) entries before the run.
     for i, s in enumerate(slots[slots >= 0].tolist()):
         for _ in range(i % (Bcap + 1)):
@@ -85,10 +113,7 @@ def _model_steps(mode, monkeypatch):
             torch.ops.replayssm.commit(slots, ones, cur["hist"], cur["start"], cur["flush"], Bcap, 1, R)
 
     _run_once(run, mode.startswith("graph"))
-    result = {f"out{k}.{i}": o.cpu() for k, step in enumerate(outs) for i, o in enumerate(step)}
-    result.update({f"{name}.{i}": t.cpu() for i, (_, _, cache) in enumerate(layers) for name, t in cache.items()})
-    result.update({name: t.cpu() for name, t in cur.items()})
-    return result
+    return _on_cpu({"out": outs}, layers, cur)
 
 
 @pytest.mark.parametrize("mode", ["eager_pdl", "graph_pdl", "graph_plain"])
@@ -101,8 +126,7 @@ def test_dependent_launches_match_stream_order(mode, monkeypatch):
         if name.startswith("out"):  # row 2 is padding (slot -1)
             assert not torch.isnan(out[[0, 1, 3, 4, 5]].float()).any(), f"test setup: {name} not written"
             assert torch.isnan(out[2].float()).all(), f"padding row of {name} written"
-    for name in want:
-        assert same_bytes(got[name], want[name]), f"{mode}: {name} differs from stream order without the attribute"
+    _assert_same_bytes(got, want, mode)
 
 
 @pytest.mark.parametrize("op", ["mamba2_decode", "gdn_decode", "commit"])
@@ -136,18 +160,9 @@ def _spec_steps(mode, monkeypatch):
     Bcap, T, num_slots = 4, 4, 8
     R = Bcap + T
     all_slots = torch.tensor([5, 0, -1, 3], dtype=torch.int32, device="cuda")
-    cur = {"hist": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
-           "start": torch.zeros(num_slots, dtype=torch.int32, device="cuda"),
-           "flush": torch.zeros(num_slots, dtype=torch.int8, device="cuda")}
-    layers = []
-    for fam in (Mamba2(M2), GDN(GD)):
-        params = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in fam.make_layer(gen).items()}
-        cache = {"state": fam.random_state(gen, (num_slots,), torch.float32).cuda(),
-                 # snapshot baseline: row r's T snapshot slots are 4r .. 4r + 3 of its own cache
-                 "snap_state": fam.random_state(gen, (4 * T,), torch.float32).cuda()}
-        for name, shape in fam.ring_shapes(R).items():
-            cache[name] = torch.randn(num_slots, *shape, generator=gen).to(fam.ring_dtypes(torch.bfloat16)[name]).cuda()
-        layers.append((fam, params, cache))
+    cur = _cursors(num_slots)
+    # snapshot baseline: row r's T snapshot slots are 4r .. 4r + 3 of "snap_state"
+    layers = [_layer(fam, gen, num_slots, R, snapshot_slots=4 * T) for fam in (Mamba2(M2), GDN(GD))]
     steps = 3 * (Bcap + 1)
     plan = []
     for k in range(steps):
@@ -180,11 +195,7 @@ def _spec_steps(mode, monkeypatch):
             src.copy_(snap_slots[:rows].gather(1, (acc.long() - 1)[:, None])[:, 0])
 
     _run_once(run, how == "graph")
-    result = {f"out{k}.{i}": o.cpu() for k, step in enumerate(outs) for i, o in enumerate(step)}
-    result.update({f"snap_out{k}.{i}": o.cpu() for k, step in enumerate(snap_outs) for i, o in enumerate(step)})
-    result.update({f"{name}.{i}": t.cpu() for i, (_, _, cache) in enumerate(layers) for name, t in cache.items()})
-    result.update({name: t.cpu() for name, t in cur.items()})
-    return result
+    return _on_cpu({"out": outs, "snap_out": snap_outs}, layers, cur)
 
 
 @pytest.mark.parametrize("mode", ["eager_1", "eager_default", "graph_1", "graph_default", "graph_0"])
@@ -197,5 +208,4 @@ def test_dependent_launches_match_stream_order_spec(mode, monkeypatch):
     for name, out in want.items():
         if name.startswith(("out", "snap_out")):
             assert not torch.isnan(out.float()).all(), f"test setup: {name} not written"
-    for name in want:
-        assert same_bytes(got[name], want[name]), f"{mode}: {name} differs from stream order without the attribute"
+    _assert_same_bytes(got, want, mode)
