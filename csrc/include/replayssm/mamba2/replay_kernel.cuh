@@ -115,12 +115,55 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   const int p0 = chunk * p_chunk;
   const int plen = min(p_chunk, P - p0);
 
-  const int32_t slot = p.slots[row];
-  if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  // The step's own inputs (x, B, C, dt) depend on the row alone, not on its slot or cursors. The
+  // instances that stage the entries first request this thread's elements of them before the
+  // slot and keep them in registers: requested after the cursors, they put one more memory
+  // latency before the entries' terms (the new entry's ring write and the dot products with C
+  // wait for them). H200, same run, nano, B = 16: output-only cycle batch 1 6.35 -> 6.09 us,
+  // batch 8 19.4 -> 16.8; state-and-output cycle batch 256 428.6 -> 412.5, batch 512 848.1 ->
+  // 818.0 (bench/results/h200-2026-12-01-s24-inputs-first). A padding row
+  // requests them too and exits without them. The kStreamFirst instances read them where they
+  // are used: held in registers across the stream's start, they slowed the nano non-flush step
+  // at batch 256 from 277 to 290 us, requested first or after the cursors alike
+  // (bench/results/h200-2026-12-01-s23-token-first). The codegen is sensitive to the order of
+  // these declarations: in a first merged form the entries-first instances had up to 118 more
+  // register moves than the form that gained, and kept little of the gain.
+  constexpr bool kInputsFirst = !kStreamFirst;
+  const bool decode = p.mode != ReplayMode::kFold;
+  auto step_input = [&](const void* base, int64_t row_stride, int offset) {
+    return reinterpret_cast<const Act*>(base) + row * row_stride + offset;
+  };
+  int32_t slot = -1;
+  if constexpr (kStreamFirst) {
+    slot = p.slots[row];
+    if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  }
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int lr = lane % L::kLanesPerRow;  // lane within its row
   const int rw = lane / L::kLanesPerRow;  // row within the warp's load
+
+  const Act* const x_in = decode ? step_input(p.tok.x, p.tok.x_stride, h * P) : nullptr;
+  const Act* const B_in = decode ? step_input(p.tok.B, p.tok.B_stride, g * N) : nullptr;
+  const bool writes_B = decode && chunk == 0 && h % (H / G) == 0;  // one head per group writes the group's B
+  Act dt_tok{}, x_tok{}, b_tok0{}, b_tok1{}, c_tok[KV][VE];  // kInputsFirst only
+  float dt_bias = 0.f;
+  if constexpr (kInputsFirst) {
+    if (decode) {
+      dt_tok = *step_input(p.tok.dt, p.tok.dt_stride, h);
+      if (p.layer.dt_bias != nullptr) dt_bias = p.layer.dt_bias[h];
+      if (tid < plen) x_tok = x_in[p0 + tid];
+      if (writes_B && tid < N) b_tok0 = B_in[tid];
+      if (writes_B && tid + kThreads < N) b_tok1 = B_in[tid + kThreads];
+      const Act* const C_in = step_input(p.tok.C, p.tok.C_stride, g * N);
+#pragma unroll
+      for (int k = 0; k < KV; ++k)
+#pragma unroll
+        for (int e = 0; e < VE; ++e) c_tok[k][e] = C_in[L::n_of(lr, k, e)];
+    }
+    slot = p.slots[row];
+    if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  }
 
   // First state loads go out before anything else: they depend on the slot only.
   St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
@@ -129,7 +172,6 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   stream.load(0, raw);
 
   const ReplayMode mode = p.mode;
-  const bool decode = mode != ReplayMode::kFold;
   const int R = p.ring_len;
   const int hist = p.hist[slot];
   const int start = p.start[slot];
@@ -159,12 +201,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
   // Entries staged: the hist ring entries (logical order), then the new token (decode).
   const int n_ent = hist + (decode ? 1 : 0);
-  const Act* const x_in = decode ? reinterpret_cast<const Act*>(p.tok.x) + row * p.tok.x_stride + h * P : nullptr;
-  const Act* const B_in = decode ? reinterpret_cast<const Act*>(p.tok.B) + row * p.tok.B_stride + g * N : nullptr;
-  const float d_new =
-      decode ? make_delta(to_float(reinterpret_cast<const Act*>(p.tok.dt)[row * p.tok.dt_stride + h]), p.layer.dt_bias, h,
-                          p.layer.dt_softplus)
-             : 0.f;
+  float d_new = 0.f;
+  if (decode)
+    d_new = kInputsFirst ? biased_dt_to_delta(to_float(dt_tok) + dt_bias, p.layer.dt_softplus)
+                         : make_delta(to_float(*step_input(p.tok.dt, p.tok.dt_stride, h)), p.layer.dt_bias, h,
+                                      p.layer.dt_softplus);
   const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
   stage_entries<Act, kThreads>(b_raw, N, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
                                p.entries_vec_aligned, tid);
@@ -177,11 +218,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // C for this lane's n indices (decode only).
   float c_reg[KV][VE];
   if (decode) {
-    const Act* const C_in = reinterpret_cast<const Act*>(p.tok.C) + row * p.tok.C_stride + g * N;
+    const Act* const C_in = step_input(p.tok.C, p.tok.C_stride, g * N);
 #pragma unroll
     for (int k = 0; k < KV; ++k)
 #pragma unroll
-      for (int e = 0; e < VE; ++e) c_reg[k][e] = to_float(C_in[L::n_of(lr, k, e)]);
+      for (int e = 0; e < VE; ++e) c_reg[k][e] = to_float(kInputsFirst ? c_tok[k][e] : C_in[L::n_of(lr, k, e)]);
   }
 
   // The new ring entry at logical hist (after the history, folded or not). Nothing in this launch
@@ -189,13 +230,22 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   if (decode) {
     const int pos = ring_index_checked(start, hist, R);
     Act* const rx = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride + (static_cast<int64_t>(h) * R + pos) * P;
-    for (int pl = tid; pl < plen; pl += kThreads) rx[p0 + pl] = x_in[p0 + pl];
-    if (chunk == 0) {
-      if (tid == 0) p.ring_dt[slot * p.ring_dt_stride + static_cast<int64_t>(h) * R + pos] = d_new;
-      if (h % (H / G) == 0) {  // one head per group writes the group's B
-        Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + (static_cast<int64_t>(g) * R + pos) * N;
-        for (int n = tid; n < N; n += kThreads) rb[n] = B_in[n];
+    int pl = tid;
+    if constexpr (kInputsFirst) {
+      if (tid < plen) rx[p0 + tid] = x_tok;
+      pl += kThreads;
+    }
+    for (; pl < plen; pl += kThreads) rx[p0 + pl] = x_in[p0 + pl];
+    if (chunk == 0 && tid == 0) p.ring_dt[slot * p.ring_dt_stride + static_cast<int64_t>(h) * R + pos] = d_new;
+    if (writes_B) {
+      Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + (static_cast<int64_t>(g) * R + pos) * N;
+      int n = tid;
+      if constexpr (kInputsFirst) {
+        if (tid < N) rb[tid] = b_tok0;
+        if (tid + kThreads < N) rb[tid + kThreads] = b_tok1;
+        n += 2 * kThreads;
       }
+      for (; n < N; n += kThreads) rb[n] = B_in[n];
     }
   }
 
@@ -216,8 +266,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // row.
   static_assert(!kStreamFirst || kReplayStreamFirstBuilt<St>, "the stream-first order is built for fp32 checkpoints");
   const bool stream_first = kStreamFirst && decode && !flush && mode == ReplayMode::kOutputOnly;
-  // Waits for the staged entries, then the decay weights, the fp32 B copy, B_j . C and the
-  // per-row output terms and update factors; ends on a barrier.
+  // c0 scales the state before the update, c1 its dot products with C (stream_first: c0 = 1, and
+  // c1 is set after the stream).
+  float c0 = 1.f, c1 = 1.f;
+  // Waits for the staged entries, then the decay weights, the fp32 B copy, B_j . C, the per-row
+  // output terms and update factors (a barrier), and c0, c1.
   auto entry_terms = [&]() {
     cp_async_wait<0>();
     __syncthreads();
@@ -272,11 +325,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       hterm_s[pl] = ht;
     }
     __syncthreads();
-  };
-  // c0 scales the state before the update, c1 its dot products with C (stream_first: c0 = 1, and
-  // c1 is set after the stream).
-  float c0 = 1.f, c1 = 1.f;
-  auto coefficients = [&]() {
+
     const float decay_all = *decay_s;
     if (flush) {
       c0 = decay_all;
@@ -289,10 +338,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       c1 = 1.f;
     }
   };
-  if (!stream_first) {
-    entry_terms();
-    coefficients();
-  }
+  if (!stream_first) entry_terms();
 
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
   const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
@@ -341,7 +387,6 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // Either way a barrier stands between the stream's dot_s writes and the reads below.
   if (stream_first) {
     entry_terms();
-    coefficients();
   } else {
     __syncthreads();
   }

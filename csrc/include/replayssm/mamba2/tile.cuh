@@ -381,11 +381,14 @@ struct TileStream {
   }
 };
 
-// dt -> delta: bias, then softplus20 (log1p(exp(v)), or v itself above 20) when asked.
+// dt + bias -> delta: softplus20 (log1p(exp(v)), or v itself above 20) when asked.
+__device__ __forceinline__ float biased_dt_to_delta(float v, bool softplus) {
+  return softplus ? (v > 20.f ? v : log1pf(expf(v))) : v;
+}
+
+// dt -> delta: bias, then softplus20 when asked.
 __device__ __forceinline__ float make_delta(float dt, const float* dt_bias, int h, bool softplus) {
-  float v = dt + (dt_bias != nullptr ? dt_bias[h] : 0.f);
-  if (softplus) v = v > 20.f ? v : log1pf(expf(v));
-  return v;
+  return biased_dt_to_delta(dt + (dt_bias != nullptr ? dt_bias[h] : 0.f), softplus);
 }
 
 // y * silu(z) = y * z * sigmoid(z).
