@@ -138,12 +138,13 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     the rings (the new entry at logical ``hist``), ``out``. Cursors are only read; call
     :func:`commit` after all layers. See docs/contract.md, "Ops".
 
-    On the output-only route with an fp32 checkpoint, where each CTA streams a whole head (all
-    but the smallest batches), the rows that do not flush stream their state before their history
-    entries' terms are formed, so the entries' loads overlap the stream;
-    ``REPLAYSSM_M2_DECODE_STREAM_FIRST`` (``0`` or ``1``, read at every launch) forces either order
-    for measurements and tests, with bit-identical results, and ``1`` raises with a 2-byte
-    checkpoint, on the state-and-output route and in :func:`mamba2_flush`.
+    On the output-only route with an fp32 checkpoint and a 16-byte aligned ``state`` view, where
+    each CTA streams a whole head (all but the smallest batches), the rows that do not flush stream
+    their state before their history entries' terms are formed, so the entries' loads overlap the
+    stream; ``REPLAYSSM_M2_DECODE_STREAM_FIRST`` (``0`` or ``1``, read at every launch) forces
+    either order for measurements and tests, with bit-identical results, and ``1`` raises with a
+    2-byte checkpoint, on a ``state`` view off the 16-byte grid, on the state-and-output route and
+    in :func:`mamba2_flush`.
 
     Returns ``out``.
     """

@@ -18,7 +18,7 @@ replayssm_ext.reference so that a bug shared by the CPU ops and the reference ca
 import dataclasses
 import os
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 import torch
 
@@ -365,11 +365,15 @@ class Recurrence:
 def alloc_per_slot(num_slots, inner_shape, dtype, device, gen, *, paged):
     """A (num_slots, *inner_shape) tensor with random contents (so that "unchanged" means something);
     when `paged`, a view into a wider per-slot page (slot stride larger than the tensor's own size,
-    inner dims contiguous), as a paged allocator hands out."""
+    inner dims contiguous), as a paged allocator hands out: paged=True puts the view 3 elements into
+    its page (off the 16-byte grid), paged="aligned" one 16-byte vector in (base and slot stride
+    on the grid, when the inner size is a whole number of vectors)."""
     inner = math.prod(inner_shape)
     if not paged:
         return torch.randn(num_slots, *inner_shape, generator=gen).to(dtype).to(device)
-    pad_before, pad_after = 3, 5
+    assert paged is True or paged == "aligned", f"paged must be False, True or 'aligned', got {paged!r}"
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    pad_before, pad_after = (3, 5) if paged is True else (vec, vec)
     page = torch.randn(num_slots, pad_before + inner + pad_after, generator=gen).to(dtype).to(device)
     t = page[:, pad_before:pad_before + inner].view(num_slots, *inner_shape)
     assert t.stride(0) == pad_before + inner + pad_after and not t.is_contiguous()
@@ -443,7 +447,7 @@ class SimConfig:
     steps: int = 40
     state: str = "fp32"
     act: str = "fp32"
-    paged: bool = False
+    paged: Union[bool, str] = False  # alloc_per_slot: True (off the 16-byte grid) or "aligned"
     null_slot: Optional[int] = None   # a second padding id (a real slot index that is never live)
     pad_prob: float = 0.1       # per step and row: the row is padding this step
     reset_prob: float = 0.03    # per step and row: the sequence is replaced (prefill + reset)

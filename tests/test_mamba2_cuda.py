@@ -107,11 +107,14 @@ def test_decode_stream_order_forms(geo, Bcap, rows, order, monkeypatch):
     """The output-only decode's non-flush rows with their state stream before their entries' terms
     (REPLAYSSM_M2_DECODE_STREAM_FIRST=1) and after them (=0), over two flush cycles per row with
     padding and paged caches: both orders against the recurrence. Flush rows take the same path
-    either way. No folds on demand: the variable set to 1 makes mamba2_flush raise (it has no such
-    rows), and folds restart a row's cycle, which the step count does not allow for."""
+    either way. The stream-first instance is built for 16-byte aligned state views, so its pages
+    are aligned; the other order runs on pages off the 16-byte grid. No folds on demand: the
+    variable set to 1 makes mamba2_flush raise (it has no such rows), and folds restart a row's
+    cycle, which the step count does not allow for."""
     monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", "1" if order == "stream_first" else "0")
+    paged = "aligned" if order == "stream_first" else True
     cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",
-                      act="bf16", paged=True, null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
+                      act="bf16", paged=paged, null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
                       seed=3100 + Bcap + rows)
     run_checked(Mamba2(geo), cfg)
 
@@ -121,12 +124,13 @@ def test_decode_stream_order_whole_heads(order, monkeypatch):
     """Both orders at a batch where every CTA streams a whole head of two stream iterations (the
     launcher's stream-first rule, p_chunk == P): the launcher stops splitting P once the batch
     gives kCtasPerSmTarget (8) CTAs per SM, so the rows are sized from the device's SM count.
-    Two flush cycles per row with padding and paged caches, against the recurrence."""
+    Two flush cycles per row with padding and paged caches (16-byte aligned: the stream-first
+    rule's other condition), against the recurrence."""
     geo = Mamba2Geo(H=32, P=32, N=128, G=4)  # fp32 state, N = 128: 16 rows per stream iteration
     rows = -(-8 * torch.cuda.get_device_properties(0).multi_processor_count // geo.H)
     monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", "1" if order == "stream_first" else "0")
     cfg = _decode_cfg(Bcap=8, rows=rows, spare_slots=2, steps=steps_for_cycles(8, 1, rows), state="fp32",
-                      act="bf16", paged=True, null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
+                      act="bf16", paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
                       seed=3200 + rows)
     run_checked(Mamba2(geo), cfg)
 
@@ -147,22 +151,28 @@ def test_decode_stream_orders_bit_identical(monkeypatch):
         assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the stream orders"
 
 
-@pytest.mark.parametrize("op,route,state,value,message", [
-    ("mamba2_decode", "output_only", torch.float32, "2", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1"),
-    ("mamba2_decode", "output_only", torch.float32, "on", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1"),
-    ("mamba2_decode", "state_and_output", torch.float32, "1",
+@pytest.mark.parametrize("op,route,state,misaligned,value,message", [
+    ("mamba2_decode", "output_only", torch.float32, False, "2", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1"),
+    ("mamba2_decode", "output_only", torch.float32, False, "on", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1"),
+    ("mamba2_decode", "state_and_output", torch.float32, False, "1",
      "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only"),
-    ("mamba2_flush", None, torch.float32, "1", "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only"),
-    ("mamba2_decode", "output_only", torch.bfloat16, "1",
+    ("mamba2_flush", None, torch.float32, False, "1",
+     "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only"),
+    ("mamba2_decode", "output_only", torch.bfloat16, False, "1",
      "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: the stream-first order is built for an fp32 checkpoint"),
+    ("mamba2_decode", "output_only", torch.float32, True, "1",
+     "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: the stream-first order is built for 16-byte aligned state views"),
 ])
-def test_decode_stream_first_override_errors(op, route, state, value, message, monkeypatch):
+def test_decode_stream_first_override_errors(op, route, state, misaligned, value, message, monkeypatch):
     """REPLAYSSM_M2_DECODE_STREAM_FIRST other than 0 / 1, or 1 on a launch with no output-only rows
-    (the state-and-output route, mamba2_flush) or with a 2-byte checkpoint (the order is not built
-    there): the error names the variable, and the launch writes nothing."""
+    (the state-and-output route, mamba2_flush), with a 2-byte checkpoint or on a state view off the
+    16-byte grid (the order is not built for those): the error names the variable, and the launch
+    writes nothing."""
     args = valid_args(op, device="cuda", state_dtype=state)
     if route is not None:
         args["route"] = route
+    if misaligned:
+        _misaligned_state(args)
     written = {n: v for n, v in args.items() if n in ("state", "ring_x", "ring_B", "ring_dt", "out")}
     before = {n: v.clone() for n, v in written.items()}
     monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", value)

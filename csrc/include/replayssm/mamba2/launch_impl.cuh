@@ -67,17 +67,24 @@ const char* allow_smem(Kernel kernel, size_t bytes) {
 // first, non-flush step (us): batch 1 6.60 -> 6.82 / 6.78 -> 6.96; batch 64 75.5 -> 73.0 /
 // 83.2 -> 80.9; batch 256 286.4 -> 277.0 / 319.8 -> 311.8; batch 512 572.3 -> 551.3 / 642.3 ->
 // 622.4. The state-and-output route and mamba2_flush keep the other instance, whose code holds
-// the one order alone. REPLAYSSM_M2_DECODE_STREAM_FIRST (0 or 1, read at every launch, so both
-// orders compare in one process) overrides the choice; 1 with a 2-byte checkpoint or on a launch
-// with no such rows (the state-and-output route, mamba2_flush) is an error.
+// the one order alone. The kStreamFirst instance is compiled for 16-byte aligned state views
+// (one 16-byte access per state vector, no run-time test), so a view that is not aligned (a paged
+// cache whose base or slot stride is not a multiple of four fp32 values) takes the other instance.
+// REPLAYSSM_M2_DECODE_STREAM_FIRST (0 or 1, read at every launch, so both orders compare in one
+// process) overrides the choice; 1 with a 2-byte checkpoint, on a launch with no such rows (the
+// state-and-output route, mamba2_flush) or on a state view that is not 16-byte aligned is an error.
 inline const char* replay_stream_first(const ReplayParams& p, bool built, bool whole_heads, bool* on) {
   const bool output_only = p.mode == ReplayMode::kOutputOnly;
   return env_forced_choice("REPLAYSSM_M2_DECODE_STREAM_FIRST", "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1",
-                           built && output_only && whole_heads, built, output_only,
+                           built && output_only && whole_heads && p.state_vec_aligned, built,
+                           output_only && p.state_vec_aligned,
                            "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: the stream-first order is built for an fp32 checkpoint",
-                           "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only route has rows "
-                           "that read the state for its dot products alone (this launch is the state-and-output "
-                           "route or mamba2_flush)",
+                           output_only ? "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: the stream-first order is built for "
+                                         "16-byte aligned state views (the state's base and slot stride a multiple "
+                                         "of 16 bytes); this view is not"
+                                       : "REPLAYSSM_M2_DECODE_STREAM_FIRST=1: only mamba2_decode's output-only route "
+                                         "has rows that read the state for its dot products alone (this launch is "
+                                         "the state-and-output route or mamba2_flush)",
                            on);
 }
 

@@ -168,8 +168,12 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // First state loads go out before anything else: they depend on the slot only.
   St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
   const Stream stream{S, plen, warp, rw, lr, p.state_vec_aligned};
+  // The kStreamFirst instances are launched on 16-byte aligned state views only
+  // (replay_stream_first): their loads and stores are then one 16-byte access each, without the
+  // run-time test and the element-wise fallback beside every one.
+  const auto state_aligned = stream_alignment<kStreamFirst>(stream.aligned);
   uint4 raw[U][KV];
-  stream.load(0, raw);
+  stream.load(0, raw, state_aligned);
 
   const ReplayMode mode = p.mode;
   const int R = p.ring_len;
@@ -342,46 +346,61 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
   const bool write_state = flush && hist > 0;  // hist == 0: the fold is the identity
   const int iters = (plen + kRowsPerIter - 1) / kRowsPerIter;
-  for (int it = 0; it < iters; ++it) {
-    uint4 next[U][KV];
-    if (it + 1 < iters) stream.load(it + 1, next);
-
-    float acc[U][KV][VE];
-    Stream::unpack_scaled(raw, c0, acc);
-    if (n_upd > 0) {
-      if constexpr (kBCopy)
-        stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
-      else
-        stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+  // The U rows' dot products with C, reduced together (RowLayout::row_sums), into dot_s.
+  auto row_dots = [&](int it, const float (&acc)[U][KV][VE]) {
+    float part[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      part[u] = 0.f;
+#pragma unroll
+      for (int k = 0; k < KV; ++k)
+#pragma unroll
+        for (int e = 0; e < VE; ++e) part[u] = fmaf(acc[u][k][e], c_reg[k][e], part[u]);
     }
-    if (write_state) stream.store(it, acc);
-
-    if (decode) {
-      // The U rows' dot products with C, reduced together (RowLayout::row_sums).
-      float part[U];
+    L::template row_sums<U>(part, lr);
+    if (L::template sum_holder<U>(lr)) {
+      const int first = L::template first_sum<U>(lr);
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        part[u] = 0.f;
-#pragma unroll
-        for (int k = 0; k < KV; ++k)
-#pragma unroll
-          for (int e = 0; e < VE; ++e) part[u] = fmaf(acc[u][k][e], c_reg[k][e], part[u]);
-      }
-      L::template row_sums<U>(part, lr);
-      if (L::template sum_holder<U>(lr)) {
-        const int first = L::template first_sum<U>(lr);
-#pragma unroll
-        for (int m = 0; m < L::template kept_sums<U>(); ++m) {
-          const int pl = stream.row_of(it, first + m);
-          if (pl < plen) dot_s[pl] = part[m];
-        }
+      for (int m = 0; m < L::template kept_sums<U>(); ++m) {
+        const int pl = stream.row_of(it, first + m);
+        if (pl < plen) dot_s[pl] = part[m];
       }
     }
-
+  };
+  auto advance = [&](const uint4 (&next)[U][KV]) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+  };
+  if (stream_first) {
+    // The state is read for its dot products with C alone (c0 = 1, no update, no store): a loop of
+    // its own keeps the scale, the update's branch and the store's test out of every iteration.
+    for (int it = 0; it < iters; ++it) {
+      uint4 next[U][KV];
+      if (it + 1 < iters) stream.load(it + 1, next, state_aligned);
+      float acc[U][KV][VE];
+      Stream::unpack(raw, acc);
+      row_dots(it, acc);
+      advance(next);
+    }
+  } else {
+    for (int it = 0; it < iters; ++it) {
+      uint4 next[U][KV];
+      if (it + 1 < iters) stream.load(it + 1, next, state_aligned);
+
+      float acc[U][KV][VE];
+      Stream::unpack_scaled(raw, c0, acc);
+      if (n_upd > 0) {
+        if constexpr (kBCopy)
+          stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+        else
+          stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+      }
+      if (write_state) stream.store(it, acc, state_aligned);
+      if (decode) row_dots(it, acc);
+      advance(next);
+    }
   }
   if (!decode) return;
   // Either way a barrier stands between the stream's dot_s writes and the reads below.
