@@ -379,13 +379,23 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
     // With the aligned-view loads above, ~95 instructions per iteration instead of ~180 (nano
     // SASS); H200, same run, B = 16, output-only cycle batch 256: nano 296.8 -> 290.9 us, super
     // 333.3 -> 317.7; batch 512 nano 614.0 -> 587.6 (bench/results/h200-2026-12-01-s24-inputs-first).
-    for (int it = 0; it < iters; ++it) {
-      uint4 next[U][KV];
-      if (it + 1 < iters) stream.load(it + 1, next, state_aligned);
+    // Two iterations' loads in flight per warp: even iterations stream through raw, odd ones
+    // through odd, and each buffer is refilled right after its own dot products. (With one
+    // buffer plus a next copy, ptxas placed the next loads after the current dot products at the
+    // 64-register bound whatever the source order: one iteration in flight.) The view is aligned
+    // here (kStreamFirst), and load_clamped reads rows past plen from row plen - 1, so the loads
+    // carry no branch.
+    uint4 odd[U][KV];
+    if (1 < iters) stream.load_clamped(1, odd);
+    for (int it = 0; it < iters; it += 2) {
       float acc[U][KV][VE];
       Stream::unpack(raw, acc);
       row_dots(it, acc);
-      advance(next);
+      if (it + 2 < iters) stream.load_clamped(it + 2, raw);
+      if (it + 1 >= iters) break;
+      Stream::unpack(odd, acc);
+      row_dots(it + 1, acc);
+      if (it + 3 < iters) stream.load_clamped(it + 3, odd);
     }
   } else {
     for (int it = 0; it < iters; ++it) {

@@ -280,6 +280,17 @@ struct TileStream {
     }
   }
 
+  // load() for a view known to be 16-byte aligned, without a branch per row: a row at or past
+  // plen loads row plen - 1 instead of zeros, so the caller must not use those rows' values.
+  __device__ __forceinline__ void load_clamped(int it, uint4 (&raw)[U][KV]) const {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int pl = min(row_of(it, u), plen - 1);
+#pragma unroll
+      for (int k = 0; k < KV; ++k) raw[u][k] = __ldcs(reinterpret_cast<const uint4*>(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0)));
+    }
+  }
+
   // This thread's first state element of iteration 0 (row row_of(0, 0), its lane's first vector):
   // every other load of the tile is at a constant offset from it plus it * kRowsPerIter rows.
   __device__ __forceinline__ const St* lane_origin() const { return S + static_cast<int64_t>(row_of(0, 0)) * N + L::n_of(lr, 0, 0); }
