@@ -384,7 +384,8 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
     // buffer plus a next copy, ptxas placed the next loads after the current dot products at the
     // 64-register bound whatever the source order: one iteration in flight.) The view is aligned
     // here (kStreamFirst), and load_clamped reads rows past plen from row plen - 1, so the loads
-    // carry no branch.
+    // carry no branch. H200, same run, output-only cycle batch 256: nano 290.7 -> 282.6 us, super
+    // 317.4 -> 307.3; batch 64 and 512 -4 to -8 % (bench/results/h200-2026-12-01-s24-inputs-first).
     uint4 odd[U][KV];
     if (1 < iters) stream.load_clamped(1, odd);
     for (int it = 0; it < iters; it += 2) {
