@@ -367,25 +367,18 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       }
     }
   };
-  auto advance = [&](const uint4 (&next)[U][KV]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
-  };
   if (stream_first) {
-    // The state is read for its dot products with C alone (c0 = 1, no update, no store): a loop of
-    // its own keeps the scale, the update's branch and the store's test out of every iteration.
-    // With the aligned-view loads above, ~95 instructions per iteration instead of ~180 (nano
-    // SASS); H200, same run, B = 16, output-only cycle batch 256: nano 296.8 -> 290.9 us, super
-    // 333.3 -> 317.7; batch 512 nano 614.0 -> 587.6 (bench/results/h200-2026-12-01-s24-inputs-first).
-    // Two iterations' loads in flight per warp: even iterations stream through raw, odd ones
-    // through odd, and each buffer is refilled right after its own dot products. (With one
-    // buffer plus a next copy, ptxas placed the next loads after the current dot products at the
+    // The state is read for its dot products with C alone (c0 = 1, no update, no store), so a loop
+    // of its own keeps the scale, the update's test and the store's test out of every iteration,
+    // and keeps two iterations' loads in flight per warp: even iterations stream through raw, odd
+    // ones through odd, each buffer refilled right after its own dot products. (With one buffer
+    // and a next copy, ptxas placed the next loads after the current dot products at the
     // 64-register bound whatever the source order: one iteration in flight.) The view is aligned
-    // here (kStreamFirst), and load_clamped reads rows past plen from row plen - 1, so the loads
-    // carry no branch. H200, same run, output-only cycle batch 256: nano 290.7 -> 282.6 us, super
-    // 317.4 -> 307.3; batch 64 and 512 -4 to -8 % (bench/results/h200-2026-12-01-s24-inputs-first).
+    // here (kStreamFirst) and load_clamped reads rows past plen from row plen - 1, so the loads
+    // carry no branch: ~68 instructions per iteration against ~180 in the general loop (nano
+    // SASS). H200, B = 16, output-only cycle batch 256, each step measured against its base in one
+    // run: nano 296.8 -> 290.9 (this loop, one buffer) -> 282.6 us, super 333.3 -> 317.7 -> 307.3
+    // (bench/results/h200-2026-12-01-s24-inputs-first).
     uint4 odd[U][KV];
     if (1 < iters) stream.load_clamped(1, odd);
     for (int it = 0; it < iters; it += 2) {
@@ -413,7 +406,10 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       }
       if (write_state) stream.store(it, acc, state_aligned);
       if (decode) row_dots(it, acc);
-      advance(next);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
     }
   }
   if (!decode) return;

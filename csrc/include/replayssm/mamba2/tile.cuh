@@ -287,7 +287,7 @@ struct TileStream {
     for (int u = 0; u < U; ++u) {
       const int pl = min(row_of(it, u), plen - 1);
 #pragma unroll
-      for (int k = 0; k < KV; ++k) raw[u][k] = __ldcs(reinterpret_cast<const uint4*>(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0)));
+      for (int k = 0; k < KV; ++k) raw[u][k] = load_state_vec(S + static_cast<int64_t>(pl) * N + L::n_of(lr, k, 0), true);
     }
   }
 
