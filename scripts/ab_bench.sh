@@ -19,7 +19,7 @@
 #
 # Environment: OUT (default ./out), REPLAYSSM_FAMILIES (e.g. gdn: one family builds in ~45 s on the
 # GPU machine), TORCH_CUDA_ARCH_LIST (default 9.0a), MAX_JOBS (default 16, per build),
-# BUILD_TIMEOUT and BENCH_TIMEOUT (seconds, default 300 and 240), AB_BASE_DIR.
+# BUILD_TIMEOUT and BENCH_TIMEOUT (seconds, default 300 and 240), AB_BASE_DIR, AB_KEEP_BASE.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,10 +46,17 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-1
 # kernel files leaves partly idle. Each benchmark runs from its own folder, so Python imports
 # that folder's package and extension.
 BASE_DIR=${AB_BASE_DIR:-/tmp/replayssm_ab_base}
-rm -rf "$BASE_DIR" && mkdir -p "$BASE_DIR" || exit 1
-tar -c --exclude=./.git --exclude=./build --exclude=./ab_base --exclude=./out --exclude='*.so' -f - . |
-  tar -x -C "$BASE_DIR" || exit 1
-rm -rf "$BASE_DIR/csrc" && cp -r ab_base/csrc "$BASE_DIR/csrc" || exit 1
+# AB_KEEP_BASE=1 (a second benchmark on the same machine) keeps a base folder made from the same
+# ab_base: its csrc/ keeps its timestamps, so its build only re-links instead of compiling again.
+if [[ ${AB_KEEP_BASE:-0} == 1 && -f $BASE_DIR/.ab_rev && $(cat "$BASE_DIR/.ab_rev") == "$(cat ab_base/REV)" ]]; then
+  echo "base: keeping $BASE_DIR (ab_base $(cut -c1-12 ab_base/REV))"
+else
+  rm -rf "$BASE_DIR" && mkdir -p "$BASE_DIR" || exit 1
+  tar -c --exclude=./.git --exclude=./build --exclude=./ab_base --exclude=./out --exclude='*.so' -f - . |
+    tar -x -C "$BASE_DIR" || exit 1
+  rm -rf "$BASE_DIR/csrc" && cp -r ab_base/csrc "$BASE_DIR/csrc" || exit 1
+  cp ab_base/REV "$BASE_DIR/.ab_rev" || exit 1
+fi
 
 build() {  # label, folder
   local label=$1 dir=$2 t0=$SECONDS

@@ -103,12 +103,17 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy).total) * sizeof(float);
   // fp32 activations never take the copy (replay_b_copy): that instance is not built.
   constexpr bool kCopyPossible = sizeof(Act) != 4;
-  auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false>
-                       : mamba2_replay_kernel<Act, St, N, kWarps, false, false>;
+  auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, false>
+                       : mamba2_replay_kernel<Act, St, N, kWarps, false, false, false>;
+  // With an fp32 checkpoint every launch on an aligned view takes an aligned-view instance (the
+  // state-and-output route, flushes, mamba2_flush, the small batches that split P).
   if constexpr (kReplayStreamFirstBuilt<St>) {
     if (stream_first)
-      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, true>
-                      : mamba2_replay_kernel<Act, St, N, kWarps, false, true>;
+      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, true, true>
+                      : mamba2_replay_kernel<Act, St, N, kWarps, false, true, true>;
+    else if (p.state_vec_aligned)
+      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, true>
+                      : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream, p,

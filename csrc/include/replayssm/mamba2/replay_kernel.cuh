@@ -91,8 +91,13 @@ __host__ __device__ inline bool replay_b_copy(int R, int p_chunk, int N, int act
 template <typename St>
 inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 
-template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst>
+// kAlignedView: launched on 16-byte aligned state views only (the launcher checks), so every state
+// load and store is one 16-byte access with no run-time test beside it. The kStreamFirst instances
+// are all such; the entries-first ones are built both ways for the kReplayStreamFirstBuilt dtypes.
+template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
+  static_assert(!kStreamFirst || kAlignedView, "the stream-first instances are built for aligned views");
+  static_assert(!kAlignedView || kReplayStreamFirstBuilt<St>, "the aligned-view instances are built for fp32 checkpoints");
   await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
@@ -168,10 +173,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // First state loads go out before anything else: they depend on the slot only.
   St* const S = reinterpret_cast<St*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0) * N;
   const Stream stream{S, plen, warp, rw, lr, p.state_vec_aligned};
-  // The kStreamFirst instances are launched on 16-byte aligned state views only
-  // (replay_stream_first): their loads and stores are then one 16-byte access each, without the
-  // run-time test and the element-wise fallback beside every one.
-  const auto state_aligned = stream_alignment<kStreamFirst>(stream.aligned);
+  // The kAlignedView instances (every kStreamFirst one among them) are launched on 16-byte aligned
+  // state views only (replay_stream_first, launch_replay_typed): their loads and stores are then
+  // one 16-byte access each, without the run-time test and the element-wise fallback beside every
+  // one.
+  const auto state_aligned = stream_alignment<kAlignedView>(stream.aligned);
   uint4 raw[U][KV];
   stream.load(0, raw, state_aligned);
 
