@@ -11,10 +11,21 @@ is a pure non-flush or a pure flush step of the kernel named by --op. From the r
 Ops: mamba2_decode (--route), mamba2_spec_verify, mamba2_state_update, gdn_decode, gdn_spec_verify,
 gdn_state_update. It prints the median time per launch from CUDA events (not a benchmark: no
 graphs, no L2 flushing; replayssm_ext.benchmark is that).
+
+--trace N captures N launches in one CUDA graph, as the benchmark times them, replays it under
+torch.profiler (CUPTI) and prints, over the launches after the first of each replay, the kernel's
+own duration, the interval between consecutive starts and the gap from one kernel's end to the
+next one's start (negative where programmatic dependent launch overlaps them). The same is
+printed for a graph of N one-element adds: the floor of a dependent launch in a graph on this
+machine. This splits a small batch's time per launch into kernel body and launch gap where
+Nsight Systems is not installed.
 """
 import argparse
+import json
 import os
+import statistics
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root holds the package
 
@@ -24,6 +35,46 @@ from replayssm_ext import benchmark as bm  # noqa: E402
 
 OPS = ("mamba2_decode", "mamba2_spec_verify", "mamba2_state_update", "gdn_decode", "gdn_spec_verify",
        "gdn_state_update")
+
+
+def trace_graph(label: str, fn, launches: int, replays: int) -> str:
+    """Body and gap of `launches` calls of fn captured in one CUDA graph (see --trace)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            graph.replay()
+            torch.cuda.synchronize()  # replays apart, so each one's first launch starts cold
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f).get("traceEvents", [])
+    kernels = sorted((float(e["ts"]), float(e["dur"]), e["name"]) for e in events
+                     if e.get("ph") == "X" and e.get("cat") == "kernel")
+    if len(kernels) != launches * replays:
+        return f"{label}: the trace holds {len(kernels)} kernels, expected {launches} x {replays} (no split)"
+    body, start_to_start, gap = [], [], []
+    for r in range(replays):
+        one = kernels[r * launches:(r + 1) * launches]
+        for (t0, d0, _), (t1, d1, _) in zip(one, one[1:]):
+            body.append(d1)
+            start_to_start.append(t1 - t0)
+            gap.append(t1 - (t0 + d0))
+    med = statistics.median
+    return (f"{label}: {launches} launches per graph, {replays} replays, {kernels[0][2][:60]}\n"
+            f"  kernel duration median {med(body):.2f} us (min {min(body):.2f}, max {max(body):.2f}); "
+            f"start to start median {med(start_to_start):.2f} us; end to next start median {med(gap):.2f} us")
 
 
 def main(argv=None) -> int:
@@ -39,6 +90,8 @@ def main(argv=None) -> int:
     ap.add_argument("--state-dtype", default="fp32", choices=sorted(bm.DTYPES))
     ap.add_argument("--act-dtype", default="bf16", choices=sorted(bm.DTYPES))
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--trace", type=int, default=0, metavar="N",
+                    help="N launches in one CUDA graph, traced with torch.profiler (0: off)")
     args = ap.parse_args(argv)
 
     if not torch.cuda.is_available():
@@ -81,6 +134,17 @@ def main(argv=None) -> int:
             fam.decode(inp, params, state, rings, slots, cur, out, route=args.route)
         else:
             fam.decode(inp, params, state, rings, slots, cur, out)
+
+    if args.trace > 0:
+        if args.trace < 2:
+            ap.error(f"--trace needs at least 2 launches per graph, got {args.trace}")
+        # The op only reads the cursors, so N launches in a row stay at the phase set above.
+        label = f"{args.op} {geom.name} batch={batch} T={T} hist={args.hist} flush={int(args.flush)}"
+        step()
+        one = torch.zeros(1, device=dev)
+        for name, fn in ((label, step), ("one-element add (the graph's launch floor)", lambda: one.add_(1.0))):
+            print(trace_graph(name, fn, args.trace, args.iters))
+        return 0
 
     times = []
     for _ in range(args.iters):

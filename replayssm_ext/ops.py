@@ -144,7 +144,10 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     stream; ``REPLAYSSM_M2_DECODE_STREAM_FIRST`` (``0`` or ``1``, read at every launch) forces
     either order for measurements and tests, with bit-identical results, and ``1`` raises with a
     2-byte checkpoint, on a ``state`` view off the 16-byte grid, on the state-and-output route and
-    in :func:`mamba2_flush`.
+    in :func:`mamba2_flush`. With an fp32 checkpoint, every other launch on a 16-byte aligned
+    ``state`` view (the state-and-output route, flush rows, the small batches) takes an instance
+    compiled for aligned views, and a view off that grid one that tests alignment at run time:
+    both give bit-identical results.
 
     Returns ``out``.
     """
@@ -237,7 +240,8 @@ def mamba2_flush(A: torch.Tensor, *, slots: torch.Tensor, cache: Optional[Mamba2
             hist, start``; the ``flush`` flags are not read).
 
     Mutates ``state`` only; the cursors are untouched: fold every layer, then :func:`reset` the
-    slots. See docs/contract.md, "Cursors" (fold on demand).
+    slots. See docs/contract.md, "Cursors" (fold on demand). The kernel instance follows the
+    ``state`` view's alignment as in :func:`mamba2_decode`, with bit-identical results.
     """
     op = "mamba2_flush"
     state, ring_x, ring_B, ring_dt = _from_object_or_raw(op, "cache", cache, Mamba2Cache, _MAMBA2_CACHE_NAMES,

@@ -106,7 +106,9 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, false>
                        : mamba2_replay_kernel<Act, St, N, kWarps, false, false, false>;
   // With an fp32 checkpoint every launch on an aligned view takes an aligned-view instance (the
-  // state-and-output route, flushes, mamba2_flush, the small batches that split P).
+  // state-and-output route, flushes, mamba2_flush, the small batches that split P): without the
+  // alignment test beside each state access the state-and-output cycle runs 2.5-5 % faster (nano
+  // batch 256 411.0 -> 393.4 us, session 25; docs/perf-notes.md, Mamba-2 plain decode).
   if constexpr (kReplayStreamFirstBuilt<St>) {
     if (stream_first)
       kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, true, true>
