@@ -62,19 +62,29 @@ def trace_graph(label: str, fn, launches: int, replays: int) -> str:
             events = json.load(f).get("traceEvents", [])
     kernels = sorted((float(e["ts"]), float(e["dur"]), e["name"]) for e in events
                      if e.get("ph") == "X" and e.get("cat") == "kernel")
-    if len(kernels) != launches * replays:
-        return f"{label}: the trace holds {len(kernels)} kernels, expected {launches} x {replays} (no split)"
-    body, start_to_start, gap = [], [], []
-    for r in range(replays):
-        one = kernels[r * launches:(r + 1) * launches]
-        for (t0, d0, _), (t1, d1, _) in zip(one, one[1:]):
-            body.append(d1)
-            start_to_start.append(t1 - t0)
-            gap.append(t1 - (t0 + d0))
+    per_launch, rem = divmod(len(kernels), launches * replays)
+    if per_launch == 0 or rem:
+        return f"{label}: the trace holds {len(kernels)} kernels, not a multiple of {launches} x {replays} (no split)"
+    # A launch of fn may run several kernels (the op's and any it starts): each launch is
+    # per_launch consecutive kernels, timed from its first kernel's start to the next launch's.
     med = statistics.median
-    return (f"{label}: {launches} launches per graph, {replays} replays, {kernels[0][2][:60]}\n"
-            f"  kernel duration median {med(body):.2f} us (min {min(body):.2f}, max {max(body):.2f}); "
-            f"start to start median {med(start_to_start):.2f} us; end to next start median {med(gap):.2f} us")
+    lines = [f"{label}: {launches} launches per graph, {replays} replays, {per_launch} kernel(s) per launch"]
+    names = {}
+    start_to_start, gap = [], []
+    for r in range(replays):
+        one = kernels[r * launches * per_launch:(r + 1) * launches * per_launch]
+        steps = [one[i * per_launch:(i + 1) * per_launch] for i in range(launches)]
+        for prev, cur in zip(steps, steps[1:]):
+            start_to_start.append(cur[0][0] - prev[0][0])
+            gap.append(cur[0][0] - max(t + d for t, d, _ in prev))
+            for k, (t, d, name) in enumerate(cur):
+                names.setdefault((k, name[:160]), []).append(d)
+    for (k, name), durs in sorted(names.items()):
+        lines.append(f"  kernel {k} duration median {med(durs):.2f} us (min {min(durs):.2f}, max {max(durs):.2f}, "
+                     f"{len(durs)} samples): {name}")
+    lines.append(f"  launch start to next launch start median {med(start_to_start):.2f} us; "
+                 f"last kernel end to next launch start median {med(gap):.2f} us")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
