@@ -99,8 +99,8 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
     return err;
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
-  const bool b_copy = replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act));
-  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy).total) * sizeof(float);
+  const bool b_copy = replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act), kRows);
+  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows).total) * sizeof(float);
   // fp32 activations never take the copy (replay_b_copy): that instance is not built.
   constexpr bool kCopyPossible = sizeof(Act) != 4;
   auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, false>

@@ -44,16 +44,17 @@
 
 namespace replayssm::mamba2 {
 
-// Shared memory of one CTA, in floats: the fold's left factors s_j x_j [p_chunk][odd(R)]; delta_j,
+// Shared memory of one CTA, in floats: the fold's left factors s_j x_j [R][p_chunk rounded up to
+// whole stream iterations], rows in TileStream::grouped_row order; delta_j,
 // s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; the
 // total decay [1]; the update's B_j in fp32 [R][N] when b_copy (replay_b_copy); then the staged
 // entries in the activation dtype, B_j [R][N] and x_j [R][p_chunk].
 struct ReplaySmem {
   int x, ldx, delta, weight, bc, dot, hterm, decay, b_f32, b_raw, x_raw, total;
-  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy) {
-    ldx = odd_stride(R);
+  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy, int rows_per_iter) {
+    ldx = (p_chunk + rows_per_iter - 1) / rows_per_iter * rows_per_iter;  // every row of the last iteration
     x = 0;
-    delta = x + p_chunk * ldx;
+    delta = x + R * ldx;
     weight = delta + R;
     bc = weight + R;
     dot = bc + R;
@@ -79,8 +80,8 @@ constexpr int kReplayMinCtas = REPLAYSSM_M2_REPLAY_MIN_CTAS;
 // Whether a launch's fold reads B_j from the fp32 copy (fold_b_copy_pays at kReplayMinCtas CTAs
 // per SM). A kernel template argument rather than a run-time branch: both rank updates inlined in
 // one kernel spilled 280 bytes at the 64-register bound (bf16 activations, N = 128).
-__host__ __device__ inline bool replay_b_copy(int R, int p_chunk, int N, int act_bytes) {
-  const ReplaySmem without(R, p_chunk, N, act_bytes, false);
+__host__ __device__ inline bool replay_b_copy(int R, int p_chunk, int N, int act_bytes, int rows_per_iter) {
+  const ReplaySmem without(R, p_chunk, N, act_bytes, false, rows_per_iter);
   return fold_b_copy_pays(without.total, R * N, act_bytes, kReplayMinCtas);
 }
 
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   if (hist < 0 || start < 0 || start >= R || hist + (decode ? 1 : 0) > R) return;
   if (!decode && hist == 0) return;  // nothing to fold
 
-  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy);
+  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy, kRowsPerIter);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const weight_s = smem + lay.weight;
@@ -330,10 +331,13 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       } else if (mode == ReplayMode::kOutputOnly) {
         for (int j = 0; j < n_ent; ++j) ht = fmaf(weight_s[j] * bc_s[j], to_float(x_raw[j * p_chunk + pl]), ht);
       }
-      float* const xr = x_s + pl * ldx;
-      for (int j = 0; j < n_upd; ++j) xr[j] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
+      float* const xg = x_s + Stream::grouped_row(pl);
+      for (int j = 0; j < n_upd; ++j) xg[j * ldx] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
       hterm_s[pl] = ht;
     }
+    // The last iteration's rows past plen are read with the others (one load per entry): zeros.
+    for (int pl = plen + tid; pl < ldx; pl += kThreads)
+      for (int j = 0; j < n_upd; ++j) x_s[j * ldx + Stream::grouped_row(pl)] = 0.f;
     __syncthreads();
 
     const float decay_all = *decay_s;
@@ -406,9 +410,9 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       Stream::unpack_scaled(raw, c0, acc);
       if (n_upd > 0) {
         if constexpr (kBCopy)
-          stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+          stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
         else
-          stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+          stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);
       }
       if (write_state) stream.store(it, acc, state_aligned);
       if (decode) row_dots(it, acc);

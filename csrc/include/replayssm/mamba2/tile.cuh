@@ -325,6 +325,46 @@ struct TileStream {
       for (int k = 0; k < KV; ++k) V::unpack(raw[u][k], acc[u][k]);
   }
 
+  // Where chunk row pl's left factors sit in a grouped table (add_rank_update_grouped): inside each
+  // iteration's kRowsPerIter rows, the U rows that one thread updates are adjacent.
+  __host__ __device__ static int grouped_row(int pl) {
+    constexpr int kGroups = kWarps * L::kRowsPerWarp;  // threads with distinct rows per iteration
+    const int q = pl % kRowsPerIter;
+    return pl - q + (q % kGroups) * U + q / kGroups;
+  }
+
+  // add_rank_update with the left factors in a grouped table: row pl's factor of entry j at
+  // xg_s[j * ldg + grouped_row(pl)], ldg a multiple of kRowsPerIter, so the U factors a thread needs
+  // per entry are one U-float shared load (one broadcast wavefront per warp) instead of U. The
+  // table holds every row of the iteration: rows past plen are the caller's zeros, never stored.
+  template <typename BT>
+  __device__ __forceinline__ void add_rank_update_grouped(int it, int n_upd, const BT* b_s, const float* xg_s, int ldg,
+                                                          float (&acc)[U][KV][VE]) const {
+    static_assert(U == 1 || U == 2 || U == 4, "one shared load of U floats");
+    const float* xg = xg_s + it * kRowsPerIter + (warp * L::kRowsPerWarp + rw) * U;
+    for (int j = 0; j < n_upd; ++j, xg += ldg) {
+      float bj[KV][VE];
+#pragma unroll
+      for (int k = 0; k < KV; ++k) load_f32<BT, VE>(b_s + j * N + L::n_of(lr, k, 0), bj[k]);
+      float sx[U];
+      if constexpr (U == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(xg);
+        sx[0] = v.x, sx[1] = v.y, sx[2] = v.z, sx[3] = v.w;
+      } else if constexpr (U == 2) {
+        const float2 v = *reinterpret_cast<const float2*>(xg);
+        sx[0] = v.x, sx[1] = v.y;
+      } else {
+        sx[0] = *xg;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < KV; ++k)
+#pragma unroll
+          for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx[u], bj[k][e], acc[u][k][e]);
+    }
+  }
+
   // acc = c0 * raw, in fp32.
   __device__ __forceinline__ static void unpack_scaled(const uint4 (&raw)[U][KV], float c0, float (&acc)[U][KV][VE]) {
 #pragma unroll
