@@ -12,18 +12,17 @@ Ops: mamba2_decode (--route), mamba2_spec_verify, mamba2_state_update, gdn_decod
 gdn_state_update. It prints the median time per launch from CUDA events (not a benchmark: no
 graphs, no L2 flushing; replayssm_ext.benchmark is that).
 
---trace N captures N launches in one CUDA graph, as the benchmark times them, replays it under
-torch.profiler (CUPTI) and prints, over the launches after the first of each replay, the kernel's
-own duration, the interval between consecutive starts and the gap from one kernel's end to the
-next one's start (negative where programmatic dependent launch overlaps them). The same is
-printed for a graph of N one-element adds: the floor of a dependent launch in a graph on this
-machine. This splits a small batch's time per launch into kernel body and launch gap where
-Nsight Systems is not installed. Under the profiler each of our launches (they carry the
-programmatic-dependent-launch attribute) comes with three driver kernels (`memcpy32_post`, ~0.9 us
-each on the H200) that the benchmark's unprofiled replays do not have (session 25: the nano
-non-flush step at batch 1 traced 8.7 us start to start against 5.9 us per launch in the
-benchmark), so the launches do not overlap there: read the op kernel's duration as its body run
-alone.
+--trace N captures N steps in one CUDA graph, replays it under torch.profiler (CUPTI) and prints,
+over the steps after the first of each replay, each kernel's duration, the interval between
+consecutive steps' starts and the gap from one step's last kernel to the next step's first. The
+same is printed for a graph of N one-element adds: the floor of a dependent launch in a graph on
+this machine. A step restores the three cursor tensors before the op (three small copies, which
+the graph runs as `memcpy32_post` kernels of ~0.9 us each on the H200), so consecutive op
+kernels never overlap here as they do in the benchmark's replays under programmatic dependent
+launch: the op kernel's duration is its body run alone, which splits a small batch's time per
+launch into kernel body and launch gap where Nsight Systems is not installed (session 25: the nano
+non-flush step at batch 1 traced 8.7 us start to start, 5.7 us of it the op kernel, against 5.9
+us per launch in the benchmark).
 """
 import argparse
 import json
@@ -153,7 +152,7 @@ def main(argv=None) -> int:
     if args.trace > 0:
         if args.trace < 2:
             ap.error(f"--trace needs at least 2 launches per graph, got {args.trace}")
-        # The op only reads the cursors, so N launches in a row stay at the phase set above.
+        # Each traced step is step(): the cursor restore and the op, as in the eager timing below.
         label = f"{args.op} {geom.name} batch={batch} T={T} hist={args.hist} flush={int(args.flush)}"
         step()
         one = torch.zeros(1, device=dev)
