@@ -39,7 +39,7 @@ struct EntryRows {
 // Copies `len` elements of entries 0 .. n_ent-1 to dst + j * ld. `vec` (every source row and dst
 // row 16-byte aligned, len a whole number of 16-byte pieces) takes cp.async; the caller commits
 // and waits. Otherwise element copies, for views the launcher found misaligned.
-template <typename Act, int kThreads>
+template <typename Act, int kThreads, bool kRolled = false>
 __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<Act>& rows, int n_ent, int len, bool vec,
                                               int tid) {
   if (vec) {
@@ -50,6 +50,12 @@ __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<
       cp_async16(dst + j * ld + c * kPer16, rows.row(j) + c * kPer16);
     }
   } else {
+    // kRolled (the spec kernel): this path serves misaligned views only, and each unrolled copy (a
+    // ring-index select, a 64-bit offset, a converted store) is code that shares the instruction
+    // caches with the stream loop, which stalls on instruction fetch there (docs/perf-notes.md,
+    // Mamba-2 spec verify, "Session 26"). The replay kernel keeps 4: rolled, ten of its N = 128
+    // instances spilled 8-24 more bytes at their 64-register bound (sm_90a, ptxas).
+#pragma unroll(kRolled ? 1 : 4)
     for (int e = tid; e < n_ent * len; e += kThreads) {
       const int j = e / len, i = e - j * len;
       dst[j * ld + i] = rows.row(j)[i];
@@ -57,9 +63,11 @@ __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<
   }
 }
 
-// The history's delta_j (fp32 in the ring) to dst[0 .. hist-1], by cp.async.
-template <int kThreads>
+// The history's delta_j (fp32 in the ring) to dst[0 .. hist-1], by cp.async: one trip per thread
+// for hist <= kThreads, so kRolled (as for stage_entries) loses nothing.
+template <int kThreads, bool kRolled = false>
 __device__ __forceinline__ void stage_ring_deltas(float* dst, const float* ring_dt, int hist, int start, int R, int tid) {
+#pragma unroll(kRolled ? 1 : 4)
   for (int j = tid; j < hist; j += kThreads) cp_async4(dst + j, ring_dt + ring_index_checked(start, j, R));
 }
 

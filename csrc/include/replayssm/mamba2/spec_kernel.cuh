@@ -247,14 +247,16 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // x and delta per head.
   const int n_ent = hist + n;
   const bool x_vec = p.entries_vec_aligned && (ldxr * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
-  stage_entries<Act, kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent, N,
-                               p.entries_vec_aligned, tid);
+  // kRolled: less code beside the stream loop (entries.cuh).
+  stage_entries<Act, kThreads, true>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent,
+                                     N, p.entries_vec_aligned, tid);
   for (int hh = 0; hh < heads; ++hh) {
     const int64_t h = h0 + hh;
-    stage_entries<Act, kThreads>(x_raw + hh * R * ldxr, ldxr,
-                                 EntryRows<Act>{ring_x + h * R * P + p0, P, x_in + hh * P + p0, p.tok.x_stride, hist, start, R},
-                                 n_ent, plen, x_vec, tid);
-    stage_ring_deltas<kThreads>(delta_s + hh * R, ring_dt + h * R, hist, start, R, tid);
+    stage_entries<Act, kThreads, true>(
+        x_raw + hh * R * ldxr, ldxr,
+        EntryRows<Act>{ring_x + h * R * P + p0, P, x_in + hh * P + p0, p.tok.x_stride, hist, start, R}, n_ent, plen, x_vec,
+        tid);
+    stage_ring_deltas<kThreads, true>(delta_s + hh * R, ring_dt + h * R, hist, start, R, tid);
   }
   // The heads' A and D travel with the entries: read after the barrier, their loads would open
   // the weight pass and the outputs with a memory latency each.
@@ -300,9 +302,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // history reads are at logical < hist, the window is staged from the inputs, and hist + n <= R
   // keeps the two apart.
   if (chunk == 0) {
+    // The deltas staged above by this same thread (e < heads kT <= kThreads): not a second inlined
+    // softplus.
     for (int e = tid; e < heads * kT; e += kThreads) {
       const int hh = e / kT, i = e % kT;
-      if (i < n) ring_dt[static_cast<int64_t>(h0 + hh) * R + ring_index_checked(start, hist + i, R)] = token_delta(i, hh);
+      if (i < n) ring_dt[static_cast<int64_t>(h0 + hh) * R + ring_index_checked(start, hist + i, R)] = delta_s[hh * R + hist + i];
     }
     if (h0 % (H / G) == 0) {  // the CTA of the group's first head writes the group's B
       Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
@@ -365,8 +369,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   }
   __syncthreads();
 
-  // The combined weights w_ik (B_k . C_i) of each head, read by the outputs after the stream.
+  // The combined weights w_ik (B_k . C_i) of each head, read by the outputs after the stream. This
+  // loop and the fold's table fill below take a few trips per thread and stay rolled: their
+  // unrolled copies were code beside the stream loop, which waits on instruction fetch (ncu, T = 4:
+  // 12-19 % of warp samples; docs/perf-notes.md, Mamba-2 spec verify, "Session 26").
   for (int hh = 0; hh < heads; ++hh)
+#pragma unroll 1
     for (int e = e0 * kT + tid; e < n_ent * kT; e += kThreads) wbc_s[hh * R * kT + e] *= bc_s[e];
 
   // The fold's left factors s_j x_j[p] of every tile row (its head's weights) and its B_j in fp32
@@ -375,6 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     if constexpr (!kMma)
       for (int pl = tid; pl < tile_rows; pl += kThreads) {
         const int hh = head_of_row<kHeads>(pl, plen), pp = pl - hh * plen;
+#pragma unroll 1
         for (int j = 0; j < hist; ++j)
           x_s[pl * ldx + j] = fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]);
       }
