@@ -239,7 +239,7 @@ const char* spec_tiling(const ReplayParams& p, bool mma, SpecTiling* t) {
   pairing.min_quad_ctas_per_sm = 3 * min_ctas;
   if (const char* err = heads_per_cta(
           pairing,
-          [&](int h) { return SpecSmem(p.ring_len, t->p_chunk, N, kT, sizeof(Act), false, h, mma).total * 4; },
+          [&](int h) { return SpecSmem(p.ring_len, t->p_chunk, N, kT, sizeof(Act), false, h, kRows, mma).total * 4; },
           &t->heads))
     return err;
   if (t->heads > 1) t->p_chunk = p.geo.P;  // whole heads
@@ -270,9 +270,11 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   bool vec = false;
   if (const char* err = spec_vec_stream(kVecBuilt, mma, p.state_vec_aligned, &vec))
     return err;
-  const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads);
+  constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
+  const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads, kRows);
   const size_t smem =
-      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, mma).total) * sizeof(float);
+      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, kRows, mma).total) *
+      sizeof(float);
   constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
   // The CUDA-core instance for the tiling, with (std::true_type) or without the aligned-view stream.
   auto cuda_core_kernel = [&](auto vec_stream) {

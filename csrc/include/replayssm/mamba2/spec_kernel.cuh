@@ -55,7 +55,8 @@ namespace replayssm::mamba2 {
 
 // Shared memory of one spec CTA of `heads` heads (tile rows = heads * p_chunk), in floats: the
 // replay weights w_ik, then w_ik (B_k . C_i), [heads][R][kT] (kT contiguous, read as 16-byte
-// vectors); B_k . C_i [R][kT]; the fold's left factors s_k x_k [rows][odd(R)]; delta_k and the
+// vectors); B_k . C_i [R][kT]; the fold's left factors s_k x_k [R][rows rounded up to whole stream
+// iterations] in TileStream::grouped_row order; delta_k and the
 // fold weights s_k [heads][R] each; c1_i [heads][kT]; c0, A and D [heads] each; the state dot
 // products [kT][rows]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
 // entries in the activation dtype, B_k [R][ldb] and x_k [heads][R][ldxr]. The tensor-core stream
@@ -65,16 +66,16 @@ namespace replayssm::mamba2 {
 struct SpecSmem {
   int wbc, bc, x, ldx, delta, fold_w, c1, c0, a_h, d_h, dot, b_f32, b_raw, ldb, x_raw, ldxr, c_tile, ldc, zeros, total;
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy, int heads,
-                               bool mma = false) {
+                               int rows_per_iter, bool mma = false) {
     const int rows = heads * p_chunk;
-    ldx = odd_stride(R);
+    ldx = (rows + rows_per_iter - 1) / rows_per_iter * rows_per_iter;  // every row of the last iteration
     ldb = mma ? ldmatrix_row_stride(N) : N;
     ldxr = mma ? ldmatrix_row_stride(p_chunk) : p_chunk;
     ldc = ldmatrix_row_stride(N);
     wbc = 0;
     bc = floats_for(heads * R * kT, 4);
     x = bc + floats_for(R * kT, 4);
-    delta = x + (mma ? 0 : rows * ldx);
+    delta = x + (mma ? 0 : R * ldx);
     fold_w = delta + heads * R;
     c1 = fold_w + heads * R;
     c0 = c1 + heads * kT;
@@ -130,8 +131,8 @@ constexpr int spec_rows_per_thread() {
 // Whether a launch's fold reads B_k from the fp32 copy (fold_b_copy_pays at spec_min_ctas CTAs per
 // SM); a kernel template argument, as for the replay kernel (replay_b_copy).
 template <int kT>
-__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes, int heads) {
-  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false, heads);
+__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes, int heads, int rows_per_iter) {
+  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false, heads, rows_per_iter);
   return fold_b_copy_pays(without.total, R * N, act_bytes, spec_min_ctas<kT>());
 }
 
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       static_cast<int64_t>(t0) + n > sp.num_tokens)
     return;
 
-  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads, kMma);
+  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads, kRowsPerIter, kMma);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;    // [hh][k], row stride R
   float* const fold_w_s = smem + lay.fold_w;  // [hh][k], row stride R
@@ -380,13 +381,20 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // The fold's left factors s_j x_j[p] of every tile row (its head's weights) and its B_j in fp32
   // (flush rows: entries < e0, disjoint from the replayed ones).
   if (flush) {
-    if constexpr (!kMma)
-      for (int pl = tid; pl < tile_rows; pl += kThreads) {
-        const int hh = head_of_row<kHeads>(pl, plen), pp = pl - hh * plen;
+    if constexpr (!kMma) {
+      // Every row of the last stream iteration is read with the others (one load per entry): the
+      // rows past tile_rows hold zeros. One loop with the j loop kept rolled: the unrolled fill and
+      // a second loop for the zeros made this kernel 250 instructions longer than with the
+      // [row][odd(R)] table, and its instruction-fetch stalls doubled (ncu, nano T = 4 flush step).
+      for (int pl = tid; pl < ldx; pl += kThreads) {
+        const bool real = pl < tile_rows;
+        const int hh = real ? head_of_row<kHeads>(pl, plen) : 0, pp = real ? pl - hh * plen : 0;
+        float* const xg = x_s + Stream::grouped_row(pl);
 #pragma unroll 1
         for (int j = 0; j < hist; ++j)
-          x_s[pl * ldx + j] = fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]);
+          xg[j * ldx] = real ? fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]) : 0.f;
       }
+    }
     if constexpr (kBCopy)
       for (int e = tid; e < hist * N / 4; e += kThreads) {
         float v[4];
@@ -432,9 +440,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       for (int u = 0; u < U; ++u) c0[u] = c0_s[head_of_row<kHeads>(stream.row_of(it, u), plen)];
       Stream::unpack_scaled(raw, c0, acc);
       if constexpr (kBCopy)
-        stream.add_rank_update(it, n_upd, b_f32, x_s, ldx, acc);
+        stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
       else
-        stream.add_rank_update(it, n_upd, b_raw, x_s, ldx, acc);
+        stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);
     }
     if (write_state) stream.store(it, acc, state_aligned);
 

@@ -333,16 +333,18 @@ struct TileStream {
     return pl - q + (q % kGroups) * U + q / kGroups;
   }
 
-  // add_rank_update with the left factors in a grouped table: row pl's factor of entry j at
-  // xg_s[j * ldg + grouped_row(pl)], ldg a multiple of kRowsPerIter, so the U factors a thread needs
-  // per entry are one U-float shared load (one broadcast wavefront per warp) instead of U, with no
-  // more live registers. The table holds every row of the iteration: rows past plen are the
-  // caller's zeros, never stored. The replay kernel's update is issue-bound (session 24's ncu):
-  // nano / super SASS, 98 -> 82 instructions per four entries; H200, B = 16, batch 256, in one
-  // run: output-only flush step nano 600.8 -> 588.0 us (1.12 -> 1.10x the classic step), super
-  // 641.3 -> 618.8; state-and-output cycle nano 380.8 -> 369.2, super 435.6 -> 418.7; the
-  // output-only non-flush step at batch 1 / 8 1-2 % slower (5.93 -> 6.02 us nano batch 1), in
-  // two runs (bench/results/h200-2026-12-01-s25-aligned-grouped).
+  // acc[p][n] += sum_{j < n_upd} sx[p][j] B_j[n]: the rank-n_upd update, with B_j (BT: fp32 or the
+  // activation dtype) at b_s + j * N and the left factors in a grouped table: row pl's factor of
+  // entry j at xg_s[j * ldg + grouped_row(pl)], ldg a multiple of kRowsPerIter, so the U factors a
+  // thread needs per entry are one U-float shared load (one broadcast wavefront per warp) instead of
+  // U, with no more live registers (four factors of one row per 16-byte load, from a [row][j] table,
+  // needed 4 U more and spilled at the replay kernel's 64-register bound). The table holds every row
+  // of the iteration: rows past plen are the caller's zeros, never stored. The replay kernel's
+  // update is issue-bound (session 24's ncu): nano / super SASS, 98 -> 82 instructions per four
+  // entries; H200, B = 16, batch 256, in one run: output-only flush step nano 600.8 -> 588.0 us
+  // (1.12 -> 1.10x the classic step), super 641.3 -> 618.8; state-and-output cycle nano 380.8 ->
+  // 369.2, super 435.6 -> 418.7; the output-only non-flush step at batch 1 / 8 1-2 % slower (5.93 ->
+  // 6.02 us nano batch 1), in two runs (bench/results/h200-2026-12-01-s25-aligned-grouped).
   template <typename BT>
   __device__ __forceinline__ void add_rank_update_grouped(int it, int n_upd, const BT* b_s, const float* xg_s, int ldg,
                                                           float (&acc)[U][KV][VE]) const {
@@ -381,32 +383,6 @@ struct TileStream {
 #pragma unroll
         for (int e = 0; e < VE; ++e) acc[u][k][e] *= c0;
       }
-  }
-
-  // acc[p][n] += sum_{j < n_upd} sx[p][j] B_j[n]: the rank-n_upd update, with B_j (BT: fp32 or the
-  // activation dtype) at b_s + j * N and the left factors sx at x_s + p * ldx + j in shared memory
-  // (the spec kernel's layout; the replay kernel uses add_rank_update_grouped). Reading four
-  // factors of one row per 16-byte load needs 4 U more live registers and spilled at the replay
-  // kernel's 64-register bound.
-  template <typename BT>
-  __device__ __forceinline__ void add_rank_update(int it, int n_upd, const BT* b_s, const float* x_s, int ldx,
-                                                  float (&acc)[U][KV][VE]) const {
-    int xrow[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) xrow[u] = min(row_of(it, u), plen - 1) * ldx;
-    for (int j = 0; j < n_upd; ++j) {
-      float bj[KV][VE];
-#pragma unroll
-      for (int k = 0; k < KV; ++k) load_f32<BT, VE>(b_s + j * N + L::n_of(lr, k, 0), bj[k]);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const float sx = x_s[xrow[u] + j];
-#pragma unroll
-        for (int k = 0; k < KV; ++k)
-#pragma unroll
-          for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx, bj[k][e], acc[u][k][e]);
-      }
-    }
   }
 
   // acc = c0[u] * raw, a scale per row.
