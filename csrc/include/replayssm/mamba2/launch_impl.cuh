@@ -217,7 +217,7 @@ struct SpecTiling {
 // 167.2 -> 166.0, 96 (4.7) 241.7 -> 232.3: from three full waves of quad CTAs on.
 template <typename Act, typename St, int N, int kT>
 const char* spec_tiling(const ReplayParams& p, bool mma, SpecTiling* t) {
-  constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
+  constexpr int kRows = spec_rows_per_iteration<St, N, kWarps, kT>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int heads_per_group = p.geo.H / p.geo.G;
   t->p_chunk = mma ? choose_p_chunk<kSpecMmaTileRows>(p.geo.P, heads_total) : choose_p_chunk<kRows>(p.geo.P, heads_total);
@@ -270,7 +270,7 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   bool vec = false;
   if (const char* err = spec_vec_stream(kVecBuilt, mma, p.state_vec_aligned, &vec))
     return err;
-  constexpr int kRows = rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
+  constexpr int kRows = spec_rows_per_iteration<St, N, kWarps, kT>();
   const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads, kRows);
   const size_t smem =
       static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, kRows, mma).total) *

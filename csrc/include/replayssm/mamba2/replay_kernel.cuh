@@ -52,7 +52,7 @@ namespace replayssm::mamba2 {
 struct ReplaySmem {
   int x, ldx, delta, weight, bc, dot, hterm, decay, b_f32, b_raw, x_raw, total;
   __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy, int rows_per_iter) {
-    ldx = (p_chunk + rows_per_iter - 1) / rows_per_iter * rows_per_iter;  // every row of the last iteration
+    ldx = grouped_table_rows(p_chunk, rows_per_iter);
     x = 0;
     delta = x + R * ldx;
     weight = delta + R;

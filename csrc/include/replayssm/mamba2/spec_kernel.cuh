@@ -68,7 +68,7 @@ struct SpecSmem {
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy, int heads,
                                int rows_per_iter, bool mma = false) {
     const int rows = heads * p_chunk;
-    ldx = (rows + rows_per_iter - 1) / rows_per_iter * rows_per_iter;  // every row of the last iteration
+    ldx = grouped_table_rows(rows, rows_per_iter);
     ldb = mma ? ldmatrix_row_stride(N) : N;
     ldxr = mma ? ldmatrix_row_stride(p_chunk) : p_chunk;
     ldc = ldmatrix_row_stride(N);
@@ -128,6 +128,13 @@ constexpr int spec_rows_per_thread() {
   return kT * L::kPerLane > 32 && L::kRowsPerThread > 1 ? L::kRowsPerThread / 2 : L::kRowsPerThread;
 }
 
+// Rows of the CUDA-core stream per iteration (TileStream::kRowsPerIter of the kernel's stream), for
+// the launcher's P chunk and shared-memory size.
+template <typename St, int N, int kWarps, int kT>
+constexpr int spec_rows_per_iteration() {
+  return rows_per_iteration<St, N, kWarps, spec_rows_per_thread<St, N, kT>()>();
+}
+
 // Whether a launch's fold reads B_k from the fp32 copy (fold_b_copy_pays at spec_min_ctas CTAs per
 // SM); a kernel template argument, as for the replay kernel (replay_b_copy).
 template <int kT>
@@ -150,6 +157,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   constexpr int KV = Stream::KV;
   constexpr int VE = Stream::VE;
   constexpr int kRowsPerIter = Stream::kRowsPerIter;
+  static_assert(kRowsPerIter == spec_rows_per_iteration<St, N, kWarps, kT>(), "the launcher sizes the tile by this");
   constexpr int kKept = L::template kept_sums<kT>();
   // The halvings that split window tokens, presorted at the 4-token tile (header comment).
   constexpr bool kPresortTokens = kT == 4;

@@ -187,6 +187,12 @@ constexpr int rows_per_iteration() {
   return kWarps * RowLayout<St, N>::kRowsPerWarp * kRowsPerThread;
 }
 
+// Row stride of a grouped left-factor table (TileStream::grouped_row) for `rows` tile rows: whole
+// stream iterations, since the last iteration's rows past `rows` are read with the others.
+__host__ __device__ constexpr int grouped_table_rows(int rows, int rows_per_iter) {
+  return (rows + rows_per_iter - 1) / rows_per_iter * rows_per_iter;
+}
+
 // One 16-byte state vector, streamed (evict-first: the state is touched once per step). A state
 // tensor whose base or slot stride is not 16-byte aligned (a paged view may start anywhere) takes
 // the element-wise path; `aligned` is uniform over a launch, so the branch costs nothing.
