@@ -428,32 +428,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // stores need no per-row test of the flag, and the warps without thread 0 skip the lead's bounds.
   const auto state_aligned = stream_alignment<kVecStream>(stream.aligned);
   const St* const lane_origin = stream.lane_origin();
-  for (int it = 0; it < iters; ++it) {
-    uint4 next[U][KV];
-    if (it + 1 < iters) {
-      if constexpr (kVecStream)
-        stream.load_from(lane_origin, it + 1, next, state_aligned);
-      else
-        stream.load(it + 1, next, state_aligned);
-    }
-    if (sp.l2_lead_iters > 0 && (!kVecStream || threadIdx.x == 0))
-      stream.prefetch_iters_l2(it + 1 + sp.l2_lead_iters, 1);
-
-    float acc[U][KV][VE];
-    if (n_upd == 0) {
-      Stream::unpack(raw, acc);  // c0 = 1 (non-flush rows, or nothing to fold)
-    } else {
-      float c0[U];  // each row's head's (an iteration may span both heads)
-#pragma unroll
-      for (int u = 0; u < U; ++u) c0[u] = c0_s[head_of_row<kHeads>(stream.row_of(it, u), plen)];
-      Stream::unpack_scaled(raw, c0, acc);
-      if constexpr (kBCopy)
-        stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
-      else
-        stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);
-    }
-    if (write_state) stream.store(it, acc, state_aligned);
-
+  auto window_dots = [&](int it, const float (&acc)[U][KV][VE]) {
     // The kT dot products of each state row with the window's C vectors: all U rows' sums reduced
     // together up to 16 sums (fewer shuffles than row by row; 32 would need 16 more live
     // registers), else row by row. Presorted, they are token-major (sum i U + u), so the token bits
@@ -507,11 +482,63 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
         }
       }
     }
+  };
+  auto l2_lead = [&](int it) {
+    if (sp.l2_lead_iters > 0 && (!kVecStream || threadIdx.x == 0)) stream.prefetch_iters_l2(it + 1 + sp.l2_lead_iters, 1);
+  };
+  if (kVecStream && n_upd == 0) {
+    // Rows that only read their state for the window's dot products (non-flush CTAs: flush is
+    // CTA-uniform) on an aligned view: two iterations' loads in flight per warp, even iterations
+    // through raw and odd ones through odd, each refilled right after its own dot products (with
+    // one buffer and a next copy, ptxas issues the next loads only after the current dot products
+    // at the register bound: the decode kernel's dot-only stream, docs/perf-notes.md, session 24).
+    // Rows past tile_rows load the last row (load_clamped) and are never stored.
+    uint4 odd[U][KV];
+    if (1 < iters) stream.load_clamped(1, odd);
+    for (int it = 0; it < iters; it += 2) {
+      l2_lead(it);
+      float acc[U][KV][VE];
+      Stream::unpack(raw, acc);
+      window_dots(it, acc);
+      if (it + 2 < iters) stream.load_clamped(it + 2, raw);
+      if (it + 1 >= iters) break;
+      l2_lead(it + 1);
+      Stream::unpack(odd, acc);
+      window_dots(it + 1, acc);
+      if (it + 3 < iters) stream.load_clamped(it + 3, odd);
+    }
+  } else {
+    for (int it = 0; it < iters; ++it) {
+      uint4 next[U][KV];
+      if (it + 1 < iters) {
+        if constexpr (kVecStream)
+          stream.load_from(lane_origin, it + 1, next, state_aligned);
+        else
+          stream.load(it + 1, next, state_aligned);
+      }
+      l2_lead(it);
+
+      float acc[U][KV][VE];
+      if (n_upd == 0) {
+        Stream::unpack(raw, acc);  // c0 = 1 (non-flush rows, or nothing to fold)
+      } else {
+        float c0[U];  // each row's head's (an iteration may span both heads)
+#pragma unroll
+        for (int u = 0; u < U; ++u) c0[u] = c0_s[head_of_row<kHeads>(stream.row_of(it, u), plen)];
+        Stream::unpack_scaled(raw, c0, acc);
+        if constexpr (kBCopy)
+          stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
+        else
+          stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);
+      }
+      if (write_state) stream.store(it, acc, state_aligned);
+      window_dots(it, acc);
 
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+        for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+    }
   }
   __syncthreads();
 
