@@ -9,6 +9,7 @@
 #   FAMILY=gdn scripts/ncu_spec_profiles.sh           # GDN's window kernel (session 16 ran it)
 #   FAMILY=batch1 scripts/ncu_spec_profiles.sh        # batch-1 decode kernels (not yet run)
 #   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (not yet run)
+#   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (not yet run)
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
 # spec kernel's CUDA-core stream at T = 4 non-flush (hist 8) and flush (hist 12), T = 2 non-flush.
@@ -25,6 +26,8 @@
 # output-only non-flush step (84.8 % of copy against nano's 89.7 %). For the state-and-output
 # case, docs/perf-notes.md (next steps item 5) estimates the update's shared-memory time at about
 # half the stream's: compare with the profile's shared-memory pipe and the warp states.
+# open256 (issue 5's open Mamba-2 rows at batch 256): super T = 4 non-flush (hist 8; 390 us target),
+# nano T = 8 non-flush (hist 8) and flush (hist 12) on the tensor-core stream (540 us target).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"; W=$(mktemp -d /tmp/ncu_spec.XXXXXX)
@@ -74,7 +77,12 @@ case ${FAMILY:-mamba2} in
     run_case oo_nonflush_h8 $k $op nemotron3-nano-4b 256 --hist 8
     run_case oo_flush_h15 $k $op nemotron3-nano-4b 256 --hist 15 --flush
     run_case super_oo_nonflush_h8 $k $op nemotron3-super-120b 256 --hist 8 ;;
-  *) echo "FAMILY must be mamba2, gdn, batch1 or decode256"; exit 2 ;;
+  open256)
+    k=mamba2_spec_verify_kernel op=mamba2_spec_verify
+    run_case super_t4_nonflush $k $op nemotron3-super-120b 256 --T 4 --hist 8
+    run_case nano_t8_nonflush $k $op nemotron3-nano-4b 256 --T 8 --hist 8
+    run_case nano_t8_flush $k $op nemotron3-nano-4b 256 --T 8 --hist 12 --flush ;;
+  *) echo "FAMILY must be mamba2, gdn, batch1, decode256 or open256"; exit 2 ;;
 esac
 rm -f "$W"/*.ncu-rep
 tar czf "$OUT/ncu_${FAMILY:-mamba2}.tgz" -C "$W" .

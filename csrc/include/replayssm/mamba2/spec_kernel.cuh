@@ -329,21 +329,66 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   __syncthreads();
 
   // Decay weights of each head (see the header comment), every exponent a sum over consecutive
-  // entries.
+  // entries. One head (small batches): a task per (entry, token), each its own sum. Two or four
+  // heads: a task per (head, entry), all heads at once, so that a thread's serial work is one chain
+  // of adds: entry k's sums for tokens i = 0, 1, ... extend one another by d[hist + i] (the same
+  // additions in the same order as a sum per (k, i)), and the entry before e0 stands for c1_i,
+  // whose sums start at e0. Per head those tasks are that entry, the replayed entries e0 .. n_ent-1,
+  // then on flush rows c0 and the fold weights s_j, j < hist. The loops per head took up to 16
+  // chains in turn before the barrier (T = 8, four heads), on the CTA's path to its first stream
+  // iteration. H200, B = 16, batch 256, same run, per (k, i) -> per (head, entry) for every
+  // instance: nano T = 8 546.7 -> 531.9 us, super T = 4 417.1 -> 402.7, super T = 8 583.0 -> 562.9;
+  // but batch 1 / 8 (one head per CTA) 1-5 % slower, hence one head keeps the per-(k, i) tasks
+  // (docs/perf-notes.md, Mamba-2 spec verify, "Session 28").
   const int e0 = flush ? hist : 0;
-  for (int hh = 0; hh < heads; ++hh) {
-    const float A = a_s[hh];
-    const float* const d = delta_s + hh * R;
-    if (flush)
-      for (int j = tid; j < hist; j += kThreads) fold_w_s[hh * R + j] = d[j] * expf(A * sum_entries(d, j + 1, hist));
-    if (tid == 0) c0_s[hh] = flush ? expf(A * sum_entries(d, 0, hist)) : 1.f;
-    for (int i = tid; i < n; i += kThreads) c1_s[hh * kT + i] = expf(A * sum_entries(d, e0, hist + i + 1));
-    // The replay weights w_ik of the entries k >= e0 and every token i of the tile (zero where k
-    // is after token i's position hist + i, and for i >= n).
-    float* const w = wbc_s + hh * R * kT;
-    for (int e = tid; e < (n_ent - e0) * kT; e += kThreads) {
-      const int k = e0 + e / kT, i = e % kT, last = hist + i;  // window token i is entry hist + i
-      w[k * kT + i] = (i < n && k <= last) ? d[k] * expf(A * sum_entries(d, k + 1, last + 1)) : 0.f;
+  if constexpr (kHeads == 1) {
+    // (Written as the loop over heads every instance had before: one-head code stays the same.)
+    for (int hh = 0; hh < heads; ++hh) {
+      const float A = a_s[hh];
+      const float* const d = delta_s + hh * R;
+      if (flush)
+        for (int j = tid; j < hist; j += kThreads) fold_w_s[hh * R + j] = d[j] * expf(A * sum_entries(d, j + 1, hist));
+      if (tid == 0) c0_s[hh] = flush ? expf(A * sum_entries(d, 0, hist)) : 1.f;
+      for (int i = tid; i < n; i += kThreads) c1_s[hh * kT + i] = expf(A * sum_entries(d, e0, hist + i + 1));
+      // The replay weights w_ik of the entries k >= e0 and every token i of the tile (zero where k
+      // is after token i's position hist + i, and for i >= n).
+      float* const w = wbc_s + hh * R * kT;
+      for (int e = tid; e < (n_ent - e0) * kT; e += kThreads) {
+        const int k = e0 + e / kT, i = e % kT, last = hist + i;  // window token i is entry hist + i
+        w[k * kT + i] = (i < n && k <= last) ? d[k] * expf(A * sum_entries(d, k + 1, last + 1)) : 0.f;
+      }
+    }
+  } else {
+    const int replay_tasks = n_ent - e0 + 1;
+    const int tasks = replay_tasks + (flush ? hist + 1 : 0);
+    if (!flush && tid < heads) c0_s[tid] = 1.f;
+#pragma unroll 1
+    for (int e = tid; e < heads * tasks; e += kThreads) {
+      const int hh = e / tasks, t = e - hh * tasks;
+      const float A = a_s[hh];
+      const float* const d = delta_s + hh * R;
+      if (t < replay_tasks) {
+        const int k = e0 - 1 + t;  // e0 - 1: c1
+        float s = sum_entries(d, k + 1, hist);  // 0 for window entries (k >= hist)
+#pragma unroll
+        for (int i = 0; i < kT; ++i) {
+          const int last = hist + i;  // window token i is entry hist + i
+          if (i < n && k < last) s += d[last];
+          const float decay = expf(A * s);
+          if (k < e0) {
+            if (i < n) c1_s[hh * kT + i] = decay;
+          } else {
+            // Zero where k is after token i's position, and for i >= n.
+            wbc_s[(hh * R + k) * kT + i] = (i < n && k <= last) ? d[k] * decay : 0.f;
+          }
+        }
+      } else {
+        const int j = t - replay_tasks;  // hist: c0
+        if (j < hist)
+          fold_w_s[hh * R + j] = d[j] * expf(A * sum_entries(d, j + 1, hist));
+        else
+          c0_s[hh] = expf(A * sum_entries(d, 0, hist));
+      }
     }
   }
 
