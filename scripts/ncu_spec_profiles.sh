@@ -9,7 +9,7 @@
 #   FAMILY=gdn scripts/ncu_spec_profiles.sh           # GDN's window kernel (session 16 ran it)
 #   FAMILY=batch1 scripts/ncu_spec_profiles.sh        # batch-1 decode kernels (not yet run)
 #   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (not yet run)
-#   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (not yet run)
+#   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (session 29 ran it)
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
 # spec kernel's CUDA-core stream at T = 4 non-flush (hist 8) and flush (hist 12), T = 2 non-flush.

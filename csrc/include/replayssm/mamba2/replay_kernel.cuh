@@ -380,27 +380,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   if (stream_first) {
     // The state is read for its dot products with C alone (c0 = 1, no update, no store), so a loop
     // of its own keeps the scale, the update's test and the store's test out of every iteration,
-    // and keeps two iterations' loads in flight per warp: even iterations stream through raw, odd
-    // ones through odd, each buffer refilled right after its own dot products. (With one buffer
-    // and a next copy, ptxas placed the next loads after the current dot products at the
-    // 64-register bound whatever the source order: one iteration in flight.) The view is aligned
-    // here (kStreamFirst) and load_clamped reads rows past plen from row plen - 1, so the loads
-    // carry no branch: ~68 instructions per iteration against ~180 in the general loop (nano
-    // SASS). H200, B = 16, output-only cycle batch 256, each step measured against its base in one
-    // run: nano 296.8 -> 290.9 (this loop, one buffer) -> 282.6 us, super 333.3 -> 317.7 -> 307.3
-    // (bench/results/h200-2026-12-01-s24-inputs-first).
-    uint4 odd[U][KV];
-    if (1 < iters) stream.load_clamped(1, odd);
-    for (int it = 0; it < iters; it += 2) {
-      float acc[U][KV][VE];
-      Stream::unpack(raw, acc);
-      row_dots(it, acc);
-      if (it + 2 < iters) stream.load_clamped(it + 2, raw);
-      if (it + 1 >= iters) break;
-      Stream::unpack(odd, acc);
-      row_dots(it + 1, acc);
-      if (it + 3 < iters) stream.load_clamped(it + 3, odd);
-    }
+    // and keeps two iterations' loads in flight per warp (TileStream::dots_two_buffers; the view is
+    // aligned here, kStreamFirst). H200, B = 16, output-only cycle batch 256, each step measured
+    // against its base in one run: nano 296.8 -> 290.9 (a loop of its own, one buffer) -> 282.6 us
+    // (two), super 333.3 -> 317.7 -> 307.3 (bench/results/h200-2026-12-01-s24-inputs-first).
+    stream.dots_two_buffers(iters, raw, [](int) {}, row_dots);
   } else {
     for (int it = 0; it < iters; ++it) {
       uint4 next[U][KV];

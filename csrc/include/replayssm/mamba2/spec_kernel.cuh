@@ -533,25 +533,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   };
   if (kVecStream && n_upd == 0) {
     // Rows that only read their state for the window's dot products (non-flush CTAs: flush is
-    // CTA-uniform) on an aligned view: two iterations' loads in flight per warp, even iterations
-    // through raw and odd ones through odd, each refilled right after its own dot products (with
-    // one buffer and a next copy, ptxas issues the next loads only after the current dot products
-    // at the register bound: the decode kernel's dot-only stream, docs/perf-notes.md, session 24).
-    // Rows past tile_rows load the last row (load_clamped) and are never stored.
-    uint4 odd[U][KV];
-    if (1 < iters) stream.load_clamped(1, odd);
-    for (int it = 0; it < iters; it += 2) {
-      l2_lead(it);
-      float acc[U][KV][VE];
-      Stream::unpack(raw, acc);
-      window_dots(it, acc);
-      if (it + 2 < iters) stream.load_clamped(it + 2, raw);
-      if (it + 1 >= iters) break;
-      l2_lead(it + 1);
-      Stream::unpack(odd, acc);
-      window_dots(it + 1, acc);
-      if (it + 3 < iters) stream.load_clamped(it + 3, odd);
-    }
+    // CTA-uniform) on an aligned view: the decode's dot-only stream, two iterations' loads in
+    // flight per warp (TileStream::dots_two_buffers). Rows past tile_rows are never stored.
+    stream.dots_two_buffers(iters, raw, l2_lead, window_dots);
   } else {
     for (int it = 0; it < iters; ++it) {
       uint4 next[U][KV];
