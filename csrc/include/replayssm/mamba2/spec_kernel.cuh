@@ -341,6 +341,19 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   // but batch 1 / 8 (one head per CTA) 1-5 % slower, hence one head keeps the per-(k, i) tasks
   // (docs/perf-notes.md, Mamba-2 spec verify, "Session 28").
   const int e0 = flush ? hist : 0;
+  const int replay_tasks = n_ent - e0 + 1;                        // per head, with kHeads > 1
+  const int tasks = replay_tasks + (flush ? hist + 1 : 0);        // per head, with kHeads > 1
+  // Pair CTAs of the CUDA-core stream run the weight tasks on their last warps and the B_k . C_i
+  // rows below on the others (bc_warps of them), side by side. At hist 8, T = 4 the tasks are 26,
+  // one warp's lanes, each a chain of dependent shared loads, adds and expf; when warp 0 took them
+  // and then its share of the B_k . C_i rows, the other three warps waited at the barrier after
+  // those rows for about three times warp 0's weight pass (ncu, super T = 4 non-flush, batch 256:
+  // 8.8 % of the warp samples at that barrier; bench/results/h200-2026-12-01-s29-dots-ncu/).
+  constexpr bool kSplitWeights = kHeads == 2 && !kMma;
+  int bc_warps = kWarps;
+  if constexpr (kSplitWeights)
+    if (heads * tasks <= (kWarps - 1) * 32) bc_warps = kWarps - (heads * tasks + 31) / 32;
+  const int first_task_warp = bc_warps < kWarps ? bc_warps : 0;
   if constexpr (kHeads == 1) {
     // (Written as the loop over heads every instance had before: one-head code stays the same.)
     for (int hh = 0; hh < heads; ++hh) {
@@ -359,11 +372,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       }
     }
   } else {
-    const int replay_tasks = n_ent - e0 + 1;
-    const int tasks = replay_tasks + (flush ? hist + 1 : 0);
     if (!flush && tid < heads) c0_s[tid] = 1.f;
 #pragma unroll 1
-    for (int e = tid; e < heads * tasks; e += kThreads) {
+    for (int e = tid - first_task_warp * 32; e >= 0 && e < heads * tasks; e += kThreads - first_task_warp * 32) {
       const int hh = e / tasks, t = e - hh * tasks;
       const float A = a_s[hh];
       const float* const d = delta_s + hh * R;
@@ -393,12 +404,12 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   }
 
   // B_k . C_i of the same entries and tokens (the group's: once for all heads): kRowsPerWarp
-  // entries per warp pass (on tensor cores with the tensor-core stream).
+  // entries per warp pass on warps 0 .. bc_warps-1 (on tensor cores with the tensor-core stream).
   if constexpr (kMma)
     spec_mma_bc<N, kWarps, kT>(reinterpret_cast<const __nv_bfloat16*>(b_raw), ldb,
                                reinterpret_cast<const __nv_bfloat16*>(smem + lay.c_tile), lay.ldc,
                                reinterpret_cast<const __nv_bfloat16*>(smem + lay.zeros), e0, n_ent, bc_s);
-  for (int jb = e0 + warp * L::kRowsPerWarp; !kMma && jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
+  for (int jb = e0 + warp * L::kRowsPerWarp; !kMma && (!kSplitWeights || warp < bc_warps) && jb < n_ent; jb += bc_warps * L::kRowsPerWarp) {
     const int j = jb + rw;
     float part[kT];
 #pragma unroll
