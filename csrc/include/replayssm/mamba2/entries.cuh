@@ -63,6 +63,29 @@ __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<
   }
 }
 
+// The inverse of stage_entries for a step's own tokens: rows 0 .. n-1 of src (row stride ld, `len`
+// elements each) to the ring entries at logical hist .. hist+n-1 (ring_step elements apart). `vec`
+// (the ring rows, the src rows and len in whole 16-byte pieces, as staged by stage_entries' vec
+// path) copies 16 bytes at a time.
+template <typename Act, int kThreads>
+__device__ __forceinline__ void write_ring_entries(Act* ring, int64_t ring_step, const Act* src, int ld, int n, int len,
+                                                   int hist, int start, int R, bool vec, int tid) {
+  if (vec) {
+    constexpr int kPer16 = 16 / static_cast<int>(sizeof(Act));
+    const int pieces = len / kPer16;
+    for (int e = tid; e < n * pieces; e += kThreads) {
+      const int i = e / pieces, c = e - i * pieces;
+      *reinterpret_cast<uint4*>(ring + ring_index_checked(start, hist + i, R) * ring_step + c * kPer16) =
+          *reinterpret_cast<const uint4*>(src + i * ld + c * kPer16);
+    }
+  } else {
+    for (int e = tid; e < n * len; e += kThreads) {
+      const int i = e / len, c = e - i * len;
+      ring[ring_index_checked(start, hist + i, R) * ring_step + c] = src[i * ld + c];
+    }
+  }
+}
+
 // The history's delta_j (fp32 in the ring) to dst[0 .. hist-1], by cp.async: one trip per thread
 // for hist <= kThreads, so kRolled (as for stage_entries) loses nothing.
 template <int kThreads, bool kRolled = false>

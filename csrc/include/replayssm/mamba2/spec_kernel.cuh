@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
 
   // Head h of the slot's ring: x at ring_x + h R P, delta at ring_dt + h R.
   Act* const ring_x = reinterpret_cast<Act*>(p.ring_x) + slot * p.ring_x_stride;
-  const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+  Act* const ring_B = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
   float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride;
 
   // Window token i of this row is token t0 + i of the packed inputs; head h0 + hh at + hh P (x)
@@ -307,9 +307,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   }
 
   // The window's ring entries at logical hist .. hist+n-1 (after the history, folded or not); x is
-  // written with the outputs, from its staged copy. Nothing in this launch reads those positions:
-  // history reads are at logical < hist, the window is staged from the inputs, and hist + n <= R
-  // keeps the two apart.
+  // written with the outputs and B after them, from their staged copies (the tensor-core stream's
+  // B here). Nothing in this launch reads those positions: history reads are at logical < hist, the
+  // window is staged from the inputs, and hist + n <= R keeps the two apart.
   if (chunk == 0) {
     // The deltas staged above by this same thread (e < heads kT <= kThreads): not a second inlined
     // softplus.
@@ -317,11 +317,16 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       const int hh = e / kT, i = e % kT;
       if (i < n) ring_dt[static_cast<int64_t>(h0 + hh) * R + ring_index_checked(start, hist + i, R)] = delta_s[hh * R + hist + i];
     }
-    if (h0 % (H / G) == 0) {  // the CTA of the group's first head writes the group's B
-      Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
-      for (int e = tid; e < n * N; e += kThreads) {
-        const int i = e / N, nn = e % N;
-        rb[static_cast<int64_t>(ring_index_checked(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
+    // The tensor-core stream's CTAs copy the group's B here, from the inputs, in the code they
+    // had before session 29 (their SASS unchanged); the CUDA-core stream's, from the staged
+    // rows, at the end of the kernel: see there.
+    if constexpr (kMma) {
+      if (h0 % (H / G) == 0) {  // the CTA of the group's first head writes the group's B
+        Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+        for (int e = tid; e < n * N; e += kThreads) {
+          const int i = e / N, nn = e % N;
+          rb[static_cast<int64_t>(ring_index_checked(start, hist + i, R)) * N + nn] = B_in[static_cast<int64_t>(i) * p.tok.B_stride + nn];
+        }
       }
     }
   }
@@ -618,6 +623,18 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       }
     }
   }
+
+  // The CTA of the group's first head writes the group's window B, from the rows staged at
+  // hist .. hist+n-1. Read from the inputs before the first barrier, each thread's element copies
+  // were n dependent global loads on the way to it, for every warp of the CTA (ncu, super T = 4
+  // non-flush: 4 per thread, in one CTA of 8). At the end, where the stream's registers are free:
+  // right after that barrier it made ptxas spill up to 180 bytes in the one-head T = 8 CUDA-core
+  // instances at N = 256 (sm_90a). Here the tensor-core stream's pairs and quads spilled 40-128
+  // bytes instead, so they keep the copy from the inputs. H200, batch 256, B = 16, same process
+  // pair: T = 4 nano 372.0 -> 363.9 us, super 402.2 -> 396.4; batch 1 T = 4 -3.6 / -5.1 %; but
+  // super batch 8 T = 4 +1.6-2.3 % (docs/perf-notes.md, Mamba-2 spec verify, "Session 29").
+  if (!kMma && chunk == 0 && h0 % (H / G) == 0)
+    write_ring_entries<Act, kThreads>(ring_B, N, b_raw + hist * ldb, ldb, n, N, hist, start, R, p.entries_vec_aligned, tid);
 }
 
 }  // namespace replayssm::mamba2
