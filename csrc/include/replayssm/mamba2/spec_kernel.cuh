@@ -319,7 +319,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     }
     // The tensor-core stream's CTAs copy the group's B here, from the inputs, in the code they
     // had before session 29 (their SASS unchanged); the CUDA-core stream's, from the staged
-    // rows, at the end of the kernel: see there.
+    // rows, at the end of the kernel: see there. `rb` is ring_B computed again on purpose: writing
+    // through ring_B instead rescheduled the tensor-core T = 8 instances (sm_90a SASS, session 30),
+    // whose timings are those measured with this code.
     if constexpr (kMma) {
       if (h0 % (H / G) == 0) {  // the CTA of the group's first head writes the group's B
         Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
