@@ -268,20 +268,33 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       prefetch_l2_bulk(state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K,
                        static_cast<uint32_t>((c1 - c) * rows_per_stage * K * sizeof(ST)));
   };
+  // A chunk's 16-byte pieces i = threadIdx.x + m kThreads (m < kPieceRounds) go to this thread.
+  // Their offsets within a chunk are the same for every chunk, so they are set up once here rather
+  // than per chunk: computed per piece and chunk, the copy with its 64-bit address arithmetic took
+  // 85 of the 256 instructions a warp issued per chunk of the v-head pairs at T = 4 (ncu, session
+  // 30). Tensor cores: the swizzled layout (kSwizzleRows): the key of piece i is its row & 7, and as
+  // a row has >= 8 pieces and kThreads is a multiple of a row's pieces,
+  // (threadIdx.x + m kThreads) ^ key = (threadIdx.x ^ key) + m kThreads.
+  constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
+  constexpr int kRowPieces = K / kPer16;
+  static_assert(kRowPieces >= kSwizzleRows && kThreads % kRowPieces == 0, "the piece layout of issue_chunk");
+  constexpr int kPieceRounds = kStageBytes / 16 / kThreads;
+  constexpr int kSwz = kTensorCores ? kSwizzleRows - 1 : 0;
+  const int chunk_pieces = rows_per_stage * K / kPer16;
+  const int piece_row = threadIdx.x / kRowPieces;
+  const ST* const thread_src = state_head + static_cast<int64_t>(v0) * K + threadIdx.x * kPer16;
   // Chunk c of the tile into buffer c % kBuffers; every thread commits a group, empty or not, so
   // the group counts stay uniform.
   auto issue_chunk = [&](int c) {
     if (c < num_chunks) {
-      constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
-      const int pieces = rows_per_stage * K / kPer16;
-      const ST* src = state_head + static_cast<int64_t>(v0 + c * rows_per_stage) * K;
-      ST* dst = stage_base + (c % kBuffers) * rows_per_stage * K;
-      // Tensor cores: the swizzled layout (kSwizzleRows; a row has >= 8 pieces, so the key changes
-      // only the piece within the row).
-      constexpr int kRowPieces = K / kPer16;
-      constexpr int kSwz = kTensorCores ? kSwizzleRows - 1 : 0;
-      for (int i = threadIdx.x; i < pieces; i += kThreads)
-        cp_async16(dst + (i ^ ((i / kRowPieces) & kSwz)) * kPer16, src + i * kPer16);
+      const ST* const src = thread_src + static_cast<int64_t>(c) * rows_per_stage * K;
+      ST* const dst = stage_base + (c % kBuffers) * rows_per_stage * K;
+#pragma unroll
+      for (int m = 0; m < kPieceRounds; ++m) {
+        const int key = (piece_row + m * (kThreads / kRowPieces)) & kSwz;
+        if (threadIdx.x + m * kThreads < chunk_pieces)
+          cp_async16(dst + ((threadIdx.x ^ key) + m * kThreads) * kPer16, src + m * kThreads * kPer16);
+      }
       // Chunk c + l2_lead_chunks to L2 (the first l2_lead_chunks past the prologue's go out together,
       // below).
       if (c >= kBuffers - 1) prefetch_chunks(c + p.l2_lead_chunks, 1);
