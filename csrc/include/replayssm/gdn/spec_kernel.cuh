@@ -278,6 +278,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   constexpr int kPer16 = 16 / static_cast<int>(sizeof(ST));
   constexpr int kRowPieces = K / kPer16;
   static_assert(kRowPieces >= kSwizzleRows && kThreads % kRowPieces == 0, "the piece layout of issue_chunk");
+  static_assert(kStageBytes / 16 % kThreads == 0, "kPieceRounds rounds of kThreads pieces cover a stage buffer");
   constexpr int kPieceRounds = kStageBytes / 16 / kThreads;
   constexpr int kSwz = kTensorCores ? kSwizzleRows - 1 : 0;
   const int chunk_pieces = rows_per_stage * K / kPer16;
