@@ -14,7 +14,9 @@
 # the working tree's in both, and the working tree's own build is the one left in place. Each
 # benchmark writes $OUT/ab_<label>/ (bench.json, table.txt, plots) and $OUT/ab_<label>.log,
 # labels "base" and "tree"; the script then prints every timed row of both with the ratio
-# tree / base. BENCHMARK_ARGS are those of `python3 -m replayssm_ext.benchmark` without --out, e.g.
+# tree / base, and whether the benchmark gates' errors against the recurrence differ between the two
+# (identical inputs: a change meant to keep every result bit-identical must keep them identical).
+# BENCHMARK_ARGS are those of `python3 -m replayssm_ext.benchmark` without --out, e.g.
 #   --sections spec --geometries qwen3.5-4b --batches 256 -B 16 --spec-tokens 4,8 --accept all
 #
 # Environment: OUT (default ./out), REPLAYSSM_FAMILIES (e.g. gdn: one family builds in ~45 s on the
@@ -106,4 +108,15 @@ for key in sorted(tree, key=str):
 missing = sorted(set(base) ^ set(tree), key=str)
 if missing:
     print(f"{len(missing)} row(s) timed in only one of the two runs")
+# The benchmark's gates against the recurrence: the same inputs in both runs, so a change that
+# should leave every result bit-identical (a reordered load, a rescheduled copy) must leave every
+# gate's errors identical too.
+def gates(path):
+    with open(path) as f:
+        return {(g["check"], g["kernel"], g["geometry"], g["batch"], g["T"], g["accept"]): g for g in json.load(f)["gates"]}
+gb, gt = gates(base_path), gates(tree_path)
+fields = ("out_abs", "out_rel", "state_abs", "state_rel")
+differ = [k for k in gt if k in gb and any(gt[k][f] != gb[k][f] for f in fields)]
+print(f"gates: {sum(g['passed'] for g in gt.values())} of {len(gt)} passed in the tree, "
+      f"{sum(g['passed'] for g in gb.values())} of {len(gb)} in the base; errors differ in {len(differ)}: {differ[:6]}")
 PY

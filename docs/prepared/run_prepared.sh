@@ -9,7 +9,7 @@
 # went cold):
 #   bash docs/prepared/run_prepared.sh ab        # ~7 min cold: both full builds at once; A/B of every
 #                                                # spec row of both families (T = 1 / 2 / 4 / 8, batch
-#                                                # 1-512) with the gates compared; Mamba-2 T = 8 at
+#                                                # 1-512) with the gates compared (ab_bench.sh); Mamba-2 T = 8 at
 #                                                # batch 1 / 8 in two more alternating process pairs
 #   bash docs/prepared/run_prepared.sh tests     # ~5 min warm: every CUDA test of both families
 #   bash docs/prepared/run_prepared.sh sanitize  # ~8 min warm: memcheck / racecheck of the forms the
@@ -36,16 +36,7 @@ ab)
     --geometries nemotron3-nano-4b,nemotron3-super-120b,qwen3.5-4b,qwen3.5-122b -B 16 --accept all \
     --batches 1,8,64,256,512 --spec-tokens 1,2,4,8 > "$OUT/ab.txt" 2>&1
   grep -E 'spec_cycle|FAILED|rc=|built' "$OUT/ab.txt" | awk '{print $1,$2,$3,$5,$(NF-2),$(NF-1),$NF}' | head -90
-  python3 - "$OUT" <<'PY'
-import json, sys
-gates = {lab: json.load(open(f"{sys.argv[1]}/ab_{lab}/bench.json"))["gates"] for lab in ("base", "tree")}
-key = lambda g: (g["check"], g["kernel"], g["geometry"], g["batch"], g["T"], g["accept"])
-base = {key(g): g for g in gates["base"]}
-fields = ("out_abs", "out_rel", "state_abs", "state_rel")
-diff = [k for g in gates["tree"] if (k := key(g)) in base and any(g[f] != base[k][f] for f in fields)]
-passed = sum(g["passed"] for g in gates["tree"])
-print(f"gates: {len(gates['tree'])} tree ({passed} passed), {len(base)} base, errors differ in {len(diff)}: {diff[:6]}")
-PY
+  grep '^gates:' "$OUT/ab.txt"
   echo "[$((SECONDS - t0)) s] ab"
   for label in tree1 base1 base2 tree2; do
     dir=$PWD; [[ $label == base* ]] && dir=/tmp/replayssm_ab_base
