@@ -392,53 +392,149 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     prefetch_chunks(kBuffers - 1, p.l2_lead_chunks);
   }
 
-  // q̂_i and k̂_i: warp w takes tokens w, w + kWarps, ...; lane l holds elements l + 32 e.
-  for (int i = warp; i < n; i += kWarps) {
-    const int64_t tok = tok0 + i;
-    const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
-    const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
-    float qv[kPerLane], kv[kPerLane];
-    float sq = 0.f, sk = 0.f;
+  // The window's token inputs into shared memory: q̂_i and k̂_i (warp w takes tokens w, w + kWarps,
+  // ...; lane l holds elements l + 32 e), the gates (thread idx: head idx / n, token idx % n; with
+  // them the snapshot targets) and v of the CTA's rows (row vl is element hv0 V + v0 + vl of a
+  // token's (HV, V) v; the heads are adjacent, kHeads == 2 only with v0 = 0 and tile_rows = V).
+  if constexpr (kSpec && kT >= 2 && kT <= 4) {
+    // Every load first, then every use: as one loop per input (each waiting for its own loads
+    // before the next loop's were issued) the prologue waited three to four memory latencies here,
+    // 5.4 % of the T = 4 pairs' non-flush samples (ncu, session 30); this form took 3.6-4 % off the
+    // T = 2 / 4 cycles (session 32). kT bounds the tokens, so the loads fit in registers: q / k of
+    // one token per warp, one gate pair, v of kVRounds rows per thread (a CTA's rows past kVRounds
+    // kThreads, if any, load as they are stored). The loads keep the elements as stored and the
+    // stores convert them: a conversion next to its load made the warp wait there for the data
+    // before it issued the next input's loads.
+    auto load_qk = [&](int i, AT (&q_raw)[kPerLane], AT (&k_raw)[kPerLane]) {
+      const int64_t tok = tok0 + i;
+      const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
+      const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) {
-      qv[e] = Elem<AT>::to_f32(qrow[lane + 32 * e]);
-      kv[e] = Elem<AT>::to_f32(krow[lane + 32 * e]);
-      sq += qv[e] * qv[e], sk += kv[e] * kv[e];
-    }
-    float qscale = p.scale, kscale = 1.f;
-    if (p.qk_l2norm) {
-      sq = group_sum<32>(sq);
-      sk = group_sum<32>(sk);
-      qscale /= sqrtf(sq + 1e-6f);
-      kscale = 1.f / sqrtf(sk + 1e-6f);
-    }
+      for (int e = 0; e < kPerLane; ++e) q_raw[e] = qrow[lane + 32 * e], k_raw[e] = krow[lane + 32 * e];
+    };
+    auto store_qk = [&](int i, const AT (&q_raw)[kPerLane], const AT (&k_raw)[kPerLane]) {
+      float qv[kPerLane], kv[kPerLane];
+      float sq = 0.f, sk = 0.f;
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) {
-      s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
-      s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
-    }
-  }
-  if constexpr (kSpec)  // window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing
+      for (int e = 0; e < kPerLane; ++e) {
+        qv[e] = Elem<AT>::to_f32(q_raw[e]);
+        kv[e] = Elem<AT>::to_f32(k_raw[e]);
+        sq += qv[e] * qv[e], sk += kv[e] * kv[e];
+      }
+      float qscale = p.scale, kscale = 1.f;
+      if (p.qk_l2norm) {
+        sq = group_sum<32>(sq);
+        sk = group_sum<32>(sk);
+        qscale /= sqrtf(sq + 1e-6f);
+        kscale = 1.f / sqrtf(sk + 1e-6f);
+      }
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
+        s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
+      }
+    };
+    auto gate_head = [&](int idx) { return kHeads > 1 && idx >= n ? 1 : 0; };
+    auto load_gate = [&](int idx, AT& a_raw, AT& b_raw) {
+      const int hh = gate_head(idx), i = idx - hh * n;
+      const int hv = hv0 + hh;
+      const int64_t tok = tok0 + i;
+      a_raw = static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv];
+      b_raw = static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv];
+    };
+    auto store_gate = [&](int idx, AT a_raw, AT b_raw) {
+      const int hh = gate_head(idx), i = idx - hh * n;
+      const int hv = hv0 + hh;
+      const float g = token_log_decay(p, hv, Elem<AT>::to_f32(a_raw));
+      s_g[hh * tok_step + i] = g;
+      s_beta[hh * tok_step + i] = token_beta(Elem<AT>::to_f32(b_raw));
+      s_eg[hh * tok_step + i] = expf(g);
+    };
+    auto load_v = [&](int vl, int i) {
+      return static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl];
+    };
+    constexpr int kTokPerWarp = (kT + kWarps - 1) / kWarps;
+    constexpr int kVRounds = 2;
+    static_assert(kHeads * kT <= kThreads, "one gate pair per thread");
+    AT q_raw[kTokPerWarp][kPerLane], k_raw[kTokPerWarp][kPerLane];
+#pragma unroll
+    for (int t = 0; t < kTokPerWarp; ++t)
+      if (warp + t * kWarps < n) load_qk(warp + t * kWarps, q_raw[t], k_raw[t]);
+    const bool gate = threadIdx.x < kHeads * n;
+    AT a_raw, b_raw;
+    if (gate) load_gate(threadIdx.x, a_raw, b_raw);
+    AT v_raw[kVRounds][kT];
+#pragma unroll
+    for (int r = 0; r < kVRounds; ++r)
+#pragma unroll
+      for (int i = 0; i < kT; ++i)
+        if (threadIdx.x + r * kThreads < rows && i < n) v_raw[r][i] = load_v(threadIdx.x + r * kThreads, i);
+#pragma unroll
+    for (int t = 0; t < kTokPerWarp; ++t)
+      if (warp + t * kWarps < n) store_qk(warp + t * kWarps, q_raw[t], k_raw[t]);
+    // Window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing.
     for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
-  // Gates, and the snapshot targets.
-  for (int idx = threadIdx.x; idx < kHeads * n; idx += kThreads) {
-    const int hh = kHeads > 1 && idx >= n ? 1 : 0, i = idx - hh * n;
-    const int hv = hv0 + hh;
-    const int64_t tok = tok0 + i;
-    const float a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv]);
-    const float b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv]);
-    const float g = token_log_decay(p, hv, a_in);
-    s_g[hh * tok_step + i] = g;
-    s_beta[hh * tok_step + i] = token_beta(b_in);
-    s_eg[hh * tok_step + i] = expf(g);
-    if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
+    if (gate) store_gate(threadIdx.x, a_raw, b_raw);
+#pragma unroll
+    for (int r = 0; r < kVRounds; ++r)
+#pragma unroll
+      for (int i = 0; i < kT; ++i)
+        if (threadIdx.x + r * kThreads < rows && i < n)
+          s_win_v[i * rows + threadIdx.x + r * kThreads] = Elem<AT>::to_f32(v_raw[r][i]);
+    for (int vl = threadIdx.x + kVRounds * kThreads; vl < rows; vl += kThreads)
+      for (int i = 0; i < n; ++i) s_win_v[i * rows + vl] = Elem<AT>::to_f32(load_v(vl, i));
+  } else {
+    // T = 1 and 8, and the snapshot form (T = max_tokens, not bounded at compile time): one loop per
+    // input, converting as it loads. Holding T = 8's tokens in registers made ptxas spill in the
+    // register stream's instances, and at T = 1 it raised the one-head instances from 96 to 100-105
+    // registers (sm_90a, session 31). These loops are written apart from the T = 2 / 4 form on
+    // purpose: sharing its lambdas (session 32's first try; even lambdas defined before the branch
+    // and unused in it) changed the SASS of every T = 1 / 8 instance, and T = 8 measured 0.9-1.7 %
+    // slower at batch 256 / 512. Written as here, they compile to the SASS they had before.
+    for (int i = warp; i < n; i += kWarps) {
+      const int64_t tok = tok0 + i;
+      const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
+      const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
+      float qv[kPerLane], kv[kPerLane];
+      float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        qv[e] = Elem<AT>::to_f32(qrow[lane + 32 * e]);
+        kv[e] = Elem<AT>::to_f32(krow[lane + 32 * e]);
+        sq += qv[e] * qv[e], sk += kv[e] * kv[e];
+      }
+      float qscale = p.scale, kscale = 1.f;
+      if (p.qk_l2norm) {
+        sq = group_sum<32>(sq);
+        sk = group_sum<32>(sk);
+        qscale /= sqrtf(sq + 1e-6f);
+        kscale = 1.f / sqrtf(sk + 1e-6f);
+      }
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
+        s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
+      }
+    }
+    if constexpr (kSpec)  // window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing
+      for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
+    for (int idx = threadIdx.x; idx < kHeads * n; idx += kThreads) {
+      const int hh = kHeads > 1 && idx >= n ? 1 : 0, i = idx - hh * n;
+      const int hv = hv0 + hh;
+      const int64_t tok = tok0 + i;
+      const float a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv]);
+      const float b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv]);
+      const float g = token_log_decay(p, hv, a_in);
+      s_g[hh * tok_step + i] = g;
+      s_beta[hh * tok_step + i] = token_beta(b_in);
+      s_eg[hh * tok_step + i] = expf(g);
+      if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
+    }
+    for (int vl = threadIdx.x; vl < rows; vl += kThreads)
+      for (int i = 0; i < n; ++i)
+        s_win_v[i * rows + vl] = Elem<AT>::to_f32(
+            static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl]);
   }
-  // v of the CTA's rows: row vl is element hv0 V + v0 + vl of a token's (HV, V) v (the heads are
-  // adjacent; kHeads == 2 only with v0 = 0 and tile_rows = V).
-  for (int vl = threadIdx.x; vl < rows; vl += kThreads)
-    for (int i = 0; i < n; ++i)
-      s_win_v[i * rows + vl] = Elem<AT>::to_f32(
-          static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl]);
   cp_async_wait<kBuffers - 1>();  // group 0: the ring entries
   __syncthreads();
 
