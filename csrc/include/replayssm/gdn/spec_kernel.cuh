@@ -149,6 +149,35 @@ constexpr int kWindowRegAltCtas = 5;
 // instances are not compiled (T = 4: window_stages).
 constexpr int kMaxPairTokens = 4;
 
+// q̂_i and k̂_i of window token i into shared memory: lane l converts elements l + 32 e, taken
+// through q_at(e) / k_at(e) (loaded right there, or already in registers), and scales them by the
+// L2 norms when the op asks for them.
+template <int K, typename AT, typename QAt, typename KAt>
+__device__ __forceinline__ void store_window_qk(const GdnParams& p, int i, int lane, QAt q_at, KAt k_at, float* s_win_q,
+                                                float* s_win_k) {
+  constexpr int kPerLane = K / 32;
+  float qv[kPerLane], kv[kPerLane];
+  float sq = 0.f, sk = 0.f;
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    qv[e] = Elem<AT>::to_f32(q_at(e));
+    kv[e] = Elem<AT>::to_f32(k_at(e));
+    sq += qv[e] * qv[e], sk += kv[e] * kv[e];
+  }
+  float qscale = p.scale, kscale = 1.f;
+  if (p.qk_l2norm) {
+    sq = group_sum<32>(sq);
+    sk = group_sum<32>(sk);
+    qscale /= sqrtf(sq + 1e-6f);
+    kscale = 1.f / sqrtf(sk + 1e-6f);
+  }
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
+    s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
+  }
+}
+
 // kT: the spec verify's window tile (spec_window_tile; 0 for the snapshot form). Instances with
 // kWindowTensorCores stream a swizzled chunk and take its window products and fold on tensor cores
 // (window_mma.cuh); the others take a state row's products on the CUDA cores. Every per-token
@@ -412,28 +441,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e) q_raw[e] = qrow[lane + 32 * e], k_raw[e] = krow[lane + 32 * e];
     };
-    auto store_qk = [&](int i, const AT (&q_raw)[kPerLane], const AT (&k_raw)[kPerLane]) {
-      float qv[kPerLane], kv[kPerLane];
-      float sq = 0.f, sk = 0.f;
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        qv[e] = Elem<AT>::to_f32(q_raw[e]);
-        kv[e] = Elem<AT>::to_f32(k_raw[e]);
-        sq += qv[e] * qv[e], sk += kv[e] * kv[e];
-      }
-      float qscale = p.scale, kscale = 1.f;
-      if (p.qk_l2norm) {
-        sq = group_sum<32>(sq);
-        sk = group_sum<32>(sk);
-        qscale /= sqrtf(sq + 1e-6f);
-        kscale = 1.f / sqrtf(sk + 1e-6f);
-      }
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
-        s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
-      }
-    };
     auto gate_head = [&](int idx) { return kHeads > 1 && idx >= n ? 1 : 0; };
     auto load_gate = [&](int idx, AT& a_raw, AT& b_raw) {
       const int hh = gate_head(idx), i = idx - hh * n;
@@ -471,7 +478,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
         if (threadIdx.x + r * kThreads < rows && i < n) v_raw[r][i] = load_v(threadIdx.x + r * kThreads, i);
 #pragma unroll
     for (int t = 0; t < kTokPerWarp; ++t)
-      if (warp + t * kWarps < n) store_qk(warp + t * kWarps, q_raw[t], k_raw[t]);
+      if (warp + t * kWarps < n)
+        store_window_qk<K, AT>(p, warp + t * kWarps, lane, [&](int e) { return q_raw[t][e]; },
+                               [&](int e) { return k_raw[t][e]; }, s_win_q, s_win_k);
     // Window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing.
     for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
     if (gate) store_gate(threadIdx.x, a_raw, b_raw);
@@ -487,34 +496,17 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     // T = 1 and 8, and the snapshot form (T = max_tokens, not bounded at compile time): one loop per
     // input, converting as it loads. Holding T = 8's tokens in registers made ptxas spill in the
     // register stream's instances, and at T = 1 it raised the one-head instances from 96 to 100-105
-    // registers (sm_90a, session 31). These loops are written apart from the T = 2 / 4 form on
-    // purpose: sharing its lambdas (session 32's first try; even lambdas defined before the branch
-    // and unused in it) changed the SASS of every T = 1 / 8 instance, and T = 8 measured 0.9-1.7 %
-    // slower at batch 256 / 512. Written as here, they compile to the SASS they had before.
+    // registers (sm_90a, session 31). These loops stay clear of the T = 2 / 4 branch's lambdas on
+    // purpose: sharing them (session 32's first try; even lambdas defined before the branch and
+    // unused in it) changed the SASS of every T = 1 / 8 instance, and T = 8 measured 0.9-1.7 %
+    // slower at batch 256 / 512. As written here, store_window_qk included, they compile to the
+    // SASS they had before (sm_90a, session 32).
     for (int i = warp; i < n; i += kWarps) {
       const int64_t tok = tok0 + i;
       const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
       const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
-      float qv[kPerLane], kv[kPerLane];
-      float sq = 0.f, sk = 0.f;
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        qv[e] = Elem<AT>::to_f32(qrow[lane + 32 * e]);
-        kv[e] = Elem<AT>::to_f32(krow[lane + 32 * e]);
-        sq += qv[e] * qv[e], sk += kv[e] * kv[e];
-      }
-      float qscale = p.scale, kscale = 1.f;
-      if (p.qk_l2norm) {
-        sq = group_sum<32>(sq);
-        sk = group_sum<32>(sk);
-        qscale /= sqrtf(sq + 1e-6f);
-        kscale = 1.f / sqrtf(sk + 1e-6f);
-      }
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        s_win_q[i * K + lane + 32 * e] = qv[e] * qscale;
-        s_win_k[i * K + lane + 32 * e] = kv[e] * kscale;
-      }
+      store_window_qk<K, AT>(p, i, lane, [&](int e) { return qrow[lane + 32 * e]; },
+                             [&](int e) { return krow[lane + 32 * e]; }, s_win_q, s_win_k);
     }
     if constexpr (kSpec)  // window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing
       for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
