@@ -655,13 +655,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     // 11 % of the stall samples, ncu).
     const int fin_row = threadIdx.x % rows_per_stage;
     const int fin_m = threadIdx.x / rows_per_stage, fin_step = kThreads / rows_per_stage;
+    // A thread's outputs are fin_m + j fin_step, j < kDots / fin_step: at most kFinishMax of them,
+    // rows_per_stage being at most kMaxStageRows and a power of two (so it divides kThreads). As `m < kDots; m += fin_step` the loop's trip
+    // count was worked out at run time in every chunk, with a remainder loop and branches around
+    // each output (sm_90a SASS, session 32), where the T = 4 pairs at K = 128 (16 rows per stage)
+    // have exactly one output per thread.
+    constexpr int kMaxStageRows = kStageBytes / (K * static_cast<int>(sizeof(ST)));
+    constexpr int kFinishMax = (kDots * kMaxStageRows + kThreads - 1) / kThreads;
     auto finish_chunk = [&](int c, bool folding) {
       const float* part = s_part + (c & 1) * part_size;
       const float eGh = s_scalars[chunk_head(c)];
-      for (int m = fin_m; m < kDots; m += fin_step) {
+#pragma unroll
+      for (int j = 0; j < kFinishMax; ++j) {
+        const int m = fin_m + j * fin_step;
         const int r = fin_row;
         const int i = m % kT;
-        if (i < n) {
+        if (m < kDots && i < n) {
           const float x = Mma::total(part, rows_per_stage, r, m);
           float* const dst = (m >= kT ? s_sq : s_sk) + i * rows + c * rows_per_stage + r;
           *dst = folding ? x : eGh * x + *dst;
