@@ -67,4 +67,32 @@ __device__ __forceinline__ void split_bf16x3(float x0, float x1, uint32_t& hi, u
   memcpy(&lo, &l, 4);
 }
 
+// The same splits, with the rounded halves read back from the packed word by one shift or mask
+// each (`cvt.rn.bf16x2.f32` packs the pair; the values and the rounding are those above, bit for
+// bit). Through __nv_bfloat162 and __low2float / __high2float nvcc spends two PRMT and two shifts
+// per pair unpacking and repacking the halves (sm_90a). Which form a caller takes is measured, not
+// assumed: these took 0.5-2.8 % off the GDN window kernel's T = 4 / 8 steps but made the Mamba-2
+// tensor-core stream (common/mma_state_stream.cuh) 4 % slower at batch 1 / 8 (sessions 31-32), so
+// that stream keeps the forms above; the GDN kernels alone take these (session 33: Qwen3.5-4B spec
+// verify T = 4 batch 256 -1.4 %, the decode flush step -1.4 %).
+__device__ __forceinline__ uint32_t pack_bf16x2_rn(float x0, float x1) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));  // the first source goes to the high half
+  return r;
+}
+__device__ __forceinline__ float bf16x2_low(uint32_t p) { return __uint_as_float(p << 16); }
+__device__ __forceinline__ float bf16x2_high(uint32_t p) { return __uint_as_float(p & 0xffff0000u); }
+
+__device__ __forceinline__ void split_bf16x2_packed(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2_rn(x0, x1);
+  lo = pack_bf16x2_rn(x0 - bf16x2_low(hi), x1 - bf16x2_high(hi));
+}
+
+__device__ __forceinline__ void split_bf16x3_packed(float x0, float x1, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
+  hi = pack_bf16x2_rn(x0, x1);
+  const float r0 = x0 - bf16x2_low(hi), r1 = x1 - bf16x2_high(hi);
+  mid = pack_bf16x2_rn(r0, r1);
+  lo = pack_bf16x2_rn(r0 - bf16x2_low(mid), r1 - bf16x2_high(mid));
+}
+
 }  // namespace replayssm

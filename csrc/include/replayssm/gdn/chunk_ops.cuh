@@ -372,7 +372,7 @@ __device__ __forceinline__ void fold_chunk_mma(ST* buf, int chunk_row0, int rows
       for (int m = 0; m < 4; ++m) {
         float u[2];
         Elem<__nv_bfloat16>::unpack(araw[m], u);
-        split_bf16x3(u[0] * w[(m >> 1) * 2], u[1] * w[(m >> 1) * 2 + 1], a_hi[m], a_mid[m], a_lo[m]);
+        split_bf16x3_packed(u[0] * w[(m >> 1) * 2], u[1] * w[(m >> 1) * 2 + 1], a_hi[m], a_mid[m], a_lo[m]);
       }
 #pragma unroll
       for (int nt = 0; nt < kNTiles; nt += 2) {

@@ -88,8 +88,8 @@ struct WindowMma : WindowPartials<kOut> {
 
   // Four fp32 values as the hi and lo bf16 pairs of the k pairs {0, 1} and {2, 3}.
   static __device__ __forceinline__ void split4(const float4& x, uint32_t (&hi)[2], uint32_t (&lo)[2]) {
-    split_bf16x2(x.x, x.y, hi[0], lo[0]);
-    split_bf16x2(x.z, x.w, hi[1], lo[1]);
+    split_bf16x2_packed(x.x, x.y, hi[0], lo[0]);
+    split_bf16x2_packed(x.z, x.w, hi[1], lo[1]);
   }
 
   // The B fragments, held in registers over the whole stream (kNTiles * kSteps * 4 <= 32 of them).
@@ -200,7 +200,7 @@ struct WindowMmaBf16 : WindowPartials<kOut> {
         if (m < kOut) w = *reinterpret_cast<const float4*>(s_win + m * K + warp * kWarpCols + 16 * s + 4 * t);
         const float v[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (int r = 0; r < 2; ++r) split_bf16x2(v[2 * r], v[2 * r + 1], f.hi[nt][s][r], f.lo[nt][s][r]);
+        for (int r = 0; r < 2; ++r) split_bf16x2_packed(v[2 * r], v[2 * r + 1], f.hi[nt][s][r], f.lo[nt][s][r]);
       }
     }
   }

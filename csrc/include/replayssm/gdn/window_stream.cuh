@@ -59,7 +59,7 @@ __device__ __forceinline__ void window_split_stage(const float* win, int rows, _
     const int m = idx / K, c = idx % K;
     const float2 w = *reinterpret_cast<const float2*>(win + idx);
     uint32_t h, l;
-    split_bf16x2(w.x, w.y, h, l);
+    split_bf16x2_packed(w.x, w.y, h, l);
     *reinterpret_cast<uint32_t*>(hi + m * ld + c) = h;
     *reinterpret_cast<uint32_t*>(lo + m * ld + c) = l;
   }
