@@ -7,8 +7,8 @@
 #
 #   BUILD=1 scripts/ncu_spec_profiles.sh              # Mamba-2, ~4 min with the build
 #   FAMILY=gdn scripts/ncu_spec_profiles.sh           # GDN's window kernel (session 16 ran it)
-#   FAMILY=batch1 scripts/ncu_spec_profiles.sh        # batch-1 decode kernels (not yet run)
-#   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (not yet run)
+#   FAMILY=batch1 scripts/ncu_spec_profiles.sh        # batch-1 decode kernels (sessions 24, 33)
+#   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (sessions 24, 33)
 #   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (session 29 ran it)
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
