@@ -656,10 +656,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     const int fin_row = threadIdx.x % rows_per_stage;
     const int fin_m = threadIdx.x / rows_per_stage, fin_step = kThreads / rows_per_stage;
     // A thread's outputs are fin_m + j fin_step, j < kDots / fin_step: at most kFinishMax of them,
-    // rows_per_stage being at most kMaxStageRows and a power of two (so it divides kThreads). As `m < kDots; m += fin_step` the loop's trip
-    // count was worked out at run time in every chunk, with a remainder loop and branches around
-    // each output (sm_90a SASS, session 32), where the T = 4 pairs at K = 128 (16 rows per stage)
-    // have exactly one output per thread.
+    // rows_per_stage being at most kMaxStageRows (stage_rows' bound, written out: calling it as
+    // constexpr reordered a K = 256 instance's SASS, session 33) and a power of two (so it divides
+    // kThreads). As `m < kDots; m += fin_step` the loop's trip count was worked out at run time in
+    // every chunk, with a remainder loop and branches around each output (sm_90a SASS, session 32),
+    // where the T = 4 pairs at K = 128 (16 rows per stage) have exactly one output per thread.
     constexpr int kMaxStageRows = kStageBytes / (K * static_cast<int>(sizeof(ST)));
     constexpr int kFinishMax = (kDots * kMaxStageRows + kThreads - 1) / kThreads;
     auto finish_chunk = [&](int c, bool folding) {
