@@ -1,6 +1,7 @@
 // cp.async (global -> shared without passing through registers), shared by the kernel families.
 // A loop of these issues every copy before any arrives, where a loop of plain loads into shared
 // memory waits for each load in turn: the ring entries of a row come in about one memory latency.
+// Also the small loads that must go out before a branch (load_s32_here).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +27,23 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* gmem, uint32_t byte
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem), "r"(bytes) : "memory");
 #endif
+}
+// A 4-byte or 1-byte global load requested where it is written. ptxas moves a plain load down to
+// its first use, past any early-exit branch in between (even one written as inline asm), so reads
+// that do not depend on each other (a row's token range and its slot; a slot's cursors and the
+// token count's check) go out one after another, a memory latency each. A relaxed load at GPU
+// scope, a memory-model operation, stays where it is (sm_90a SASS, session 33), and volatile asm
+// keeps the front end from moving it; its value is waited for at its first use, as for any load.
+// It is served from L2, as a first read of these values is anyway.
+__device__ __forceinline__ int32_t load_s32_here(const int32_t* gmem) {
+  int32_t v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(gmem));
+  return v;
+}
+__device__ __forceinline__ int32_t load_s8_here(const int8_t* gmem) {
+  int32_t v;
+  asm volatile("ld.relaxed.gpu.global.s8 %0, [%1];\n" : "=r"(v) : "l"(gmem));
+  return v;
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending committed groups of this thread are still in flight.

@@ -26,6 +26,7 @@
 // written to state[snapshot_slots[r, i]] (a padding id there: no write).
 #pragma once
 
+#include "replayssm/common/async_copy.cuh"
 #include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/common/lane_sums.cuh"
 #include "replayssm/common/smem_rows.cuh"
@@ -235,8 +236,29 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   const int tile = blockIdx.x;
   const int hv0 = blockIdx.y * kHeads;  // this CTA's first v-head
   const int row = blockIdx.z;
+  // The row's token range is requested beside its slot, and the slot's cursors right after the
+  // slot, each ahead of the check before its use: as plain loads ptxas sank them past those
+  // checks, and slot -> token range -> cursors -> ring and tokens were four memory latencies in a
+  // row before the prologue's first product; now slot and token range -> cursors -> ring are three.
+  // Not in the register stream, whose first state units go out right after the slot: the five
+  // values held across them raised the T = 8 instance's spills (12 / 32 -> 16 / 64 bytes) and
+  // slowed its rows at batch 256 / 512 by 2.1-2.7 % (H200, session 34), where the stage-buffer
+  // instances gained up to 4 % at batch 1-8 and held level at 64-512.
+  constexpr bool kEarlyRowReads = !kRegStream;
+  int tok0 = 0, tok_end = 0;
+  if constexpr (kEarlyRowReads) {
+    tok0 = load_s32_here(p.cu_seqlens + row);
+    tok_end = load_s32_here(p.cu_seqlens + row + 1);
+  }
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  int nh = 0, start = 0;  // history length and ring start (spec)
+  bool fold = false;
+  if constexpr (kSpec && kEarlyRowReads) {
+    nh = load_s32_here(p.hist + slot);
+    start = load_s32_here(p.start + slot);
+    fold = load_s8_here(p.flush + slot) != 0;
+  }
   const int V = p.V;
   const int rows = kHeads * tile_rows;  // the CTA's state rows: tile_rows of each head
   const int v0 = tile * tile_rows;
@@ -250,19 +272,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   typename RegStream::Unit reg_cur;
   if constexpr (kRegStream) reg_stream.first_unit(reg_cur);
   const int T = kSpec ? kT : p.max_tokens;  // the per-token sections' size
-  const int tok0 = p.cu_seqlens[row];
-  const int n = p.cu_seqlens[row + 1] - tok0;
+  if constexpr (!kEarlyRowReads) {
+    tok0 = p.cu_seqlens[row];
+    tok_end = p.cu_seqlens[row + 1];
+  }
+  const int n = tok_end - tok0;
   // Outside the contract (only a caller bug produces it; checking would need a host sync): skipped.
   if (n < 1 || n > p.max_tokens || n > T) return;
   const int h = hv0 / (p.HV / p.H);
   const int R = p.ring_len;
 
-  int nh = 0, start = 0;  // history length and ring start (spec)
-  bool fold = false;
   if constexpr (kSpec) {
-    nh = p.hist[slot];
-    start = p.start[slot];
-    fold = p.flush[slot] != 0;
+    if constexpr (!kEarlyRowReads) {
+      nh = p.hist[slot];
+      start = p.start[slot];
+      fold = p.flush[slot] != 0;
+    }
     // Commit keeps hist + n <= R and start in [0, R); a row whose cursors break that (which only
     // memory corruption produces) writes nothing rather than addressing outside the ring.
     if (nh < 0 || nh + n > R || start < 0 || start >= R) return;
