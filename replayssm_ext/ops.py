@@ -147,7 +147,12 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     in :func:`mamba2_flush`. With an fp32 checkpoint, every other launch on a 16-byte aligned
     ``state`` view (the state-and-output route, flush rows, the small batches) takes an instance
     compiled for aligned views, and a view off that grid one that tests alignment at run time:
-    both give bit-identical results.
+    both give bit-identical results. On the state-and-output route with bf16 activations, ``N`` =
+    128 and such a view, the small batches that split a head into single 16-row tiles form the
+    state on tensor cores (each fp32 left factor ``s_j x_j`` as three bf16 terms, ``B_j`` exact,
+    fp32 accumulation: equal to the CUDA-core update up to rounding);
+    ``REPLAYSSM_M2_DECODE_MMA`` (``0`` or ``1``, read at every launch) forces either update, and
+    ``1`` raises where the tensor-core update is not built (docs/contract.md, "Launch overrides").
 
     Returns ``out``.
     """

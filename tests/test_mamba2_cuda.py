@@ -205,6 +205,100 @@ def test_decode_stream_first_override_errors(op, route, state, misaligned, value
         assert same_bytes(written[n], before[n]), f"a failed launch wrote {n}"
 
 
+# --- the state-and-output route's rank update on tensor cores ------------------------------------
+
+MMA_CASES = [
+    (NANO, 16, 3),                               # the model geometry; small batch: P split into tiles
+    (SUPER, 32, 3),                              # two 16-entry steps of the update (n_upd up to 32)
+    (Mamba2Geo(H=4, P=40, N=128, G=2), 8, 6),    # P not a multiple of the 16-row tile
+    (Mamba2Geo(H=4, P=48, N=128, G=1), 1, 4),    # B = 1: an update of at most one entry
+]
+
+
+@pytest.mark.parametrize("update", ["tensor_cores", "cuda_cores"])
+@pytest.mark.parametrize("geo,Bcap,rows", MMA_CASES, ids=["nano", "super_b32", "p40", "b1"])
+def test_decode_update_forms(geo, Bcap, rows, update, monkeypatch):
+    """The state-and-output route with its rank update on the tensor cores (REPLAYSSM_M2_DECODE_MMA=1)
+    and on the CUDA cores (=0), over flush cycles with every phase in the batch, padding and 16-byte
+    aligned pages (the tensor-core update's condition), against the recurrence: outputs, rings,
+    cursors and the checkpoint at every flush. No folds on demand (mamba2_flush raises with the
+    variable set to 1, as it has no state-and-output rows)."""
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1" if update == "tensor_cores" else "0")
+    cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",
+                      act="bf16", paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0,
+                      route="state_and_output", seed=3300 + Bcap + rows)
+    run_checked(Mamba2(geo), cfg)
+
+
+def test_decode_update_tensor_cores_whole_heads(monkeypatch):
+    """The tensor-core update (forced: the launcher takes it only where P is split) at a batch where
+    every CTA takes a whole head (the launcher stops splitting P at kCtasPerSmTarget CTAs per SM,
+    so the rows are sized from the SM count), P = 48 (three tiles, each warp a 32-column slice of
+    every tile), two flush cycles per row, against the recurrence."""
+    geo = Mamba2Geo(H=32, P=48, N=128, G=4)
+    rows = -(-8 * torch.cuda.get_device_properties(0).multi_processor_count // geo.H)
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1")
+    cfg = _decode_cfg(Bcap=8, rows=rows, spare_slots=2, steps=steps_for_cycles(8, 1, rows), state="fp32",
+                      act="bf16", paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0,
+                      route="state_and_output", seed=3400 + rows)
+    run_checked(Mamba2(geo), cfg)
+
+
+def test_decode_update_launcher_choice(monkeypatch):
+    """With the variable unset, two nano rows (P split into one 16-row tile per CTA: the launcher's
+    rule for the tensor-core update) on the state-and-output route, over flush cycles with padding,
+    folds on demand and aligned pages, against the recurrence."""
+    monkeypatch.delenv("REPLAYSSM_M2_DECODE_MMA", raising=False)
+    cfg = _decode_cfg(Bcap=16, rows=2, spare_slots=1, steps=steps_for_cycles(16, 1, 2), state="fp32", act="bf16",
+                      paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.05, route="state_and_output", seed=3500)
+    run_checked(Mamba2(NANO), cfg)
+
+
+def _dstate_128(args):
+    """valid_args' decode call with dstate 128 (the tensor-core update's width): B, C, the state and
+    the ring's B redrawn at that width."""
+    g = torch.Generator().manual_seed(11)
+    for name in ("B", "C", "state", "ring_B"):
+        if name not in args:  # mamba2_flush: no step inputs
+            continue
+        old = args[name]
+        args[name] = torch.randn(*old.shape[:-1], 128, generator=g).to(old.dtype).to(old.device)
+
+
+@pytest.mark.parametrize("op,route,state,act,misaligned,value,message", [
+    ("mamba2_decode", "state_and_output", torch.float32, torch.bfloat16, False, "2",
+     "REPLAYSSM_M2_DECODE_MMA must be 0 or 1"),
+    ("mamba2_decode", "output_only", torch.float32, torch.bfloat16, False, "1",
+     "REPLAYSSM_M2_DECODE_MMA=1: only mamba2_decode's state-and-output route"),
+    ("mamba2_flush", None, torch.float32, torch.bfloat16, False, "1",
+     "REPLAYSSM_M2_DECODE_MMA=1: only mamba2_decode's state-and-output route"),
+    ("mamba2_decode", "state_and_output", torch.bfloat16, torch.bfloat16, False, "1",
+     "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for an fp32 checkpoint, bf16 activations"),
+    ("mamba2_decode", "state_and_output", torch.float32, torch.float16, False, "1",
+     "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for an fp32 checkpoint, bf16 activations"),
+    ("mamba2_decode", "state_and_output", torch.float32, torch.bfloat16, True, "1",
+     "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for 16-byte aligned state views"),
+])
+def test_decode_mma_override_errors(op, route, state, act, misaligned, value, message, monkeypatch):
+    """REPLAYSSM_M2_DECODE_MMA other than 0 / 1, or 1 where the tensor-core update does not run (the
+    output-only route, mamba2_flush, a 2-byte checkpoint, fp16 activations, a state view off the
+    16-byte grid): the error names the variable, and the launch writes nothing."""
+    args = valid_args(op, device="cuda", act=act, state_dtype=state)
+    _dstate_128(args)
+    if route is not None:
+        args["route"] = route
+    if misaligned:
+        _misaligned_state(args)
+    written = {n: v for n, v in args.items() if n in ("state", "ring_x", "ring_B", "ring_dt", "out")}
+    before = {n: v.clone() for n, v in written.items()}
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", value)
+    with pytest.raises(RuntimeError, match=message):
+        call_op(op, args)
+    torch.cuda.synchronize()
+    for n in written:
+        assert same_bytes(written[n], before[n]), f"a failed launch wrote {n}"
+
+
 # --- the baseline ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("state,act", DTYPE_PAIRS)

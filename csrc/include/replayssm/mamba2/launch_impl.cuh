@@ -88,6 +88,40 @@ inline const char* replay_stream_first(const ReplayParams& p, bool built, bool w
                            on);
 }
 
+// Whether a decode launch takes the tensor-core rank update (kMmaUpdate, replay_mma.cuh): the
+// state-and-output route (every row forms its state) with the kReplayMma instances (fp32
+// checkpoint, bf16 activations, N = 128) on a 16-byte aligned state view, at the small batches
+// where choose_p_chunk splits a head down to one 16-row tile per CTA (p_chunk < P, p_chunk <= 16:
+// batch 1 and 2 of the model geometries). A CTA's time is then its prologue and the update's
+// latency, which the tensor cores shorten. With more tiles per CTA the CUDA-core update is as
+// fast or faster: the tensor-core stream moves the state with 8-byte lane loads, and ncu of the
+// nano batch 256 non-flush step showed 2.4 % fewer cycles but an 11 % lower SM clock and L1 77 %
+// busy (58 % on the CUDA cores). H200, same build, CUDA cores -> tensor cores (us;
+// bench/results/h200-2026-12-02-s35-decode-mma), state-and-output cycle: batch 1 (one tile per
+// CTA), B = 16: nano 7.11 -> 6.85, super 7.22 -> 6.94; B = 32: 8.13 -> 7.41, 8.31 -> 7.56 (flush
+// step B = 16 9.22 -> 8.13, B = 32 11.53 -> 9.37); batch 8 (three / two tiles per CTA), B = 16:
+// 20.22 -> 21.94, 21.04 -> 22.62, B = 32: 25.58 -> 24.90, 26.37 -> 25.39; whole heads, B = 16:
+// batch 64 nano 95.1 -> 107.1, batch 256 378.2 -> 408.4, super 428.6 -> 449.7.
+// REPLAYSSM_M2_DECODE_MMA (0 or 1, read at every launch, so both updates compare in one process)
+// overrides the choice; 1 where the update is not built, on another launch or on a state view that
+// is not aligned is an error.
+inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_chunk, bool* on) {
+  const bool state_and_output = p.mode == ReplayMode::kStateAndOutput;
+  const bool pays = p_chunk < p.geo.P && p_chunk <= kMmaTileRows;
+  return env_forced_choice("REPLAYSSM_M2_DECODE_MMA", "REPLAYSSM_M2_DECODE_MMA must be 0 or 1",
+                           built && state_and_output && p.state_vec_aligned && pays, built,
+                           state_and_output && p.state_vec_aligned,
+                           "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for an fp32 checkpoint, bf16 "
+                           "activations and dstate a multiple of 128",
+                           state_and_output ? "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for 16-byte "
+                                              "aligned state views (the state's base and slot stride a multiple of 16 "
+                                              "bytes); this view is not"
+                                            : "REPLAYSSM_M2_DECODE_MMA=1: only mamba2_decode's state-and-output route "
+                                              "takes the tensor-core update (this launch is the output-only route or "
+                                              "mamba2_flush)",
+                           on);
+}
+
 template <typename Act, typename St, int N>
 const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
@@ -97,10 +131,15 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   bool stream_first = false;
   if (const char* err = replay_stream_first(p, kReplayStreamFirstBuilt<St>, p_chunk == p.geo.P, &stream_first))
     return err;
+  constexpr bool kMmaBuilt = kReplayMma<Act, St, N, kWarps>;
+  bool mma = false;
+  if (const char* err = replay_mma_choice(p, kMmaBuilt, p_chunk, &mma)) return err;
   if (ctas == 0) return nullptr;
   if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
-  const bool b_copy = replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act), kRows);
-  const size_t smem = static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows).total) * sizeof(float);
+  const bool b_copy = !mma && replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act), kRows);
+  const size_t smem =
+      static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows, mma ? kWarps : 0).total) *
+      sizeof(float);
   // fp32 activations never take the copy (replay_b_copy): that instance is not built.
   constexpr bool kCopyPossible = sizeof(Act) != 4;
   auto kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, false>
@@ -116,6 +155,9 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
     else if (p.state_vec_aligned)
       kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, true>
                       : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true>;
+  }
+  if constexpr (kMmaBuilt) {
+    if (mma) kernel = mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream, p,

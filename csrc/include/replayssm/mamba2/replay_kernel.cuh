@@ -40,29 +40,37 @@
 #include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/mamba2/entries.cuh"
 #include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/replay_mma.cuh"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
 
 // Shared memory of one CTA, in floats: the fold's left factors s_j x_j [R][p_chunk rounded up to
-// whole stream iterations], rows in TileStream::grouped_row order; delta_j,
-// s_j, B_j.C [R] each; the row dot products and the additive output terms [p_chunk] each; the
-// total decay [1]; the update's B_j in fp32 [R][N] when b_copy (replay_b_copy); then the staged
-// entries in the activation dtype, B_j [R][N] and x_j [R][p_chunk].
+// whole stream iterations], rows in TileStream::grouped_row order (with the tensor-core update,
+// mma_warps > 0: their A fragments, replay_mma_a_words); delta_j, s_j, B_j.C [R] each; the row
+// dot products [p_chunk] (per warp with the tensor-core update: [mma_warps][p_chunk]) and the
+// additive output terms [p_chunk]; the total decay [1]; 16 zero bytes (tensor-core update: the
+// ldmatrix rows past the entries); the update's B_j in fp32 [R][N] when b_copy (replay_b_copy);
+// then the staged entries in the activation dtype, B_j [R][ldb] (ldb = N, or
+// ldmatrix_row_stride(N) for the tensor-core update's ldmatrix reads) and x_j [R][p_chunk].
 struct ReplaySmem {
-  int x, ldx, delta, weight, bc, dot, hterm, decay, b_f32, b_raw, x_raw, total;
-  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy, int rows_per_iter) {
+  int x, ldx, delta, weight, bc, dot, hterm, decay, zeros, b_f32, b_raw, ldb, x_raw, total;
+  __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy, int rows_per_iter,
+                                 int mma_warps = 0) {
+    const bool mma = mma_warps > 0;
     ldx = grouped_table_rows(p_chunk, rows_per_iter);
+    ldb = mma ? ldmatrix_row_stride(N) : N;
     x = 0;
-    delta = x + R * ldx;
+    delta = x + (mma ? replay_mma_a_words(R, p_chunk) : R * ldx);
     weight = delta + R;
     bc = weight + R;
     dot = bc + R;
-    hterm = dot + p_chunk;
+    hterm = dot + (mma ? mma_warps : 1) * p_chunk;
     decay = hterm + p_chunk;
-    b_f32 = floats_for(decay + 1, 4);
+    zeros = floats_for(decay + 1, 4);
+    b_f32 = zeros + (mma ? 4 : 0);
     b_raw = b_f32 + (b_copy ? R * N : 0);
-    x_raw = b_raw + floats_for(R * N, act_bytes);
+    x_raw = b_raw + floats_for(R * ldb, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
   }
 };
@@ -95,9 +103,14 @@ inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 // kAlignedView: launched on 16-byte aligned state views only (the launcher checks), so every state
 // load and store is one 16-byte access with no run-time test beside it. The kStreamFirst instances
 // are all such; the entries-first ones are built both ways for the kReplayStreamFirstBuilt dtypes.
-template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView>
+// kMmaUpdate: the rank update on tensor cores (replay_mma.cuh), for the state-and-output route's
+// launches only (the launcher's replay_mma_choice): every row forms its state there.
+template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView,
+          bool kMmaUpdate = false>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
   static_assert(!kStreamFirst || kAlignedView, "the stream-first instances are built for aligned views");
+  static_assert(!kMmaUpdate || (kReplayMma<Act, St, N, kWarps> && kAlignedView && !kStreamFirst && !kBCopy),
+                "the tensor-core update is built for aligned fp32 views, bf16 activations, entries first");
   static_assert(!kAlignedView || kReplayStreamFirstBuilt<St>, "the aligned-view instances are built for fp32 checkpoints");
   await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   using L = RowLayout<St, N>;
@@ -180,7 +193,18 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // one.
   const auto state_aligned = stream_alignment<kAlignedView>(stream.aligned);
   uint4 raw[U][KV];
-  stream.load(0, raw, state_aligned);
+  // Named in every instance, used in the kMmaUpdate ones only (the others get a stand-in width
+  // that the type accepts: its N must be one 32-column unit per warp).
+  using MmaStream = ReplayMmaStream<kMmaUpdate ? N : 32 * kWarps, kWarps>;
+  const MmaStream mma_stream{{reinterpret_cast<float*>(S), plen, plen}, warp};
+  typename MmaStream::Unit mma_cur;
+  float c_mma[2][2][2];
+  if constexpr (kMmaUpdate) {
+    mma_stream.first_unit(mma_cur);
+    mma_stream.load_c(reinterpret_cast<const __nv_bfloat16*>(step_input(p.tok.C, p.tok.C_stride, g * N)), c_mma);
+  } else {
+    stream.load(0, raw, state_aligned);
+  }
 
   const ReplayMode mode = p.mode;
   const int R = p.ring_len;
@@ -192,7 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   if (hist < 0 || start < 0 || start >= R || hist + (decode ? 1 : 0) > R) return;
   if (!decode && hist == 0) return;  // nothing to fold
 
-  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy, kRowsPerIter);
+  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy, kRowsPerIter, kMmaUpdate ? kWarps : 0);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const weight_s = smem + lay.weight;
@@ -203,7 +227,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   float* const b_f32 = smem + lay.b_f32;                         // [j][N], entries j < n_upd (kBCopy)
   Act* const b_raw = reinterpret_cast<Act*>(smem + lay.b_raw);  // [j][N]
   Act* const x_raw = reinterpret_cast<Act*>(smem + lay.x_raw);  // [j][p_chunk]
-  const int ldx = lay.ldx;
+  const int ldx = lay.ldx, ldb = lay.ldb;
 
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
   const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
@@ -218,7 +242,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
                          : make_delta(to_float(*step_input(p.tok.dt, p.tok.dt_stride, h)), p.layer.dt_bias, h,
                                       p.layer.dt_softplus);
   const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
-  stage_entries<Act, kThreads>(b_raw, N, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
+  stage_entries<Act, kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
                                p.entries_vec_aligned, tid);
   stage_entries<Act, kThreads>(x_raw, p_chunk, EntryRows<Act>{ring_x + p0, P, x_in + (decode ? p0 : 0), 0, hist, start, R},
                                n_ent, plen, x_vec, tid);
@@ -311,7 +335,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 #pragma unroll
           for (int k = 0; k < KV; ++k) {
             float bv[VE];
-            load_f32<Act, VE>(b_raw + j * N + L::n_of(lr, k, 0), bv);
+            load_f32<Act, VE>(b_raw + j * ldb + L::n_of(lr, k, 0), bv);
 #pragma unroll
             for (int e = 0; e < VE; ++e) part = fmaf(bv[e], c_reg[k][e], part);
           }
@@ -331,13 +355,20 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       } else if (mode == ReplayMode::kOutputOnly) {
         for (int j = 0; j < n_ent; ++j) ht = fmaf(weight_s[j] * bc_s[j], to_float(x_raw[j * p_chunk + pl]), ht);
       }
-      float* const xg = x_s + Stream::grouped_row(pl);
-      for (int j = 0; j < n_upd; ++j) xg[j * ldx] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
+      if constexpr (!kMmaUpdate) {
+        float* const xg = x_s + Stream::grouped_row(pl);
+        for (int j = 0; j < n_upd; ++j) xg[j * ldx] = weight_s[j] * to_float(x_raw[j * p_chunk + pl]);  // the update's left factor
+      }
       hterm_s[pl] = ht;
     }
-    // The last iteration's rows past plen are read with the others (one load per entry): zeros.
-    for (int pl = plen + tid; pl < ldx; pl += kThreads)
-      for (int j = 0; j < n_upd; ++j) x_s[j * ldx + Stream::grouped_row(pl)] = 0.f;
+    if constexpr (kMmaUpdate) {
+      replay_mma_build_a<kThreads>(reinterpret_cast<uint32_t*>(x_s), weight_s, x_raw, p_chunk, plen, n_upd, tid);
+      if (tid < 4) smem[lay.zeros + tid] = 0.f;
+    } else {
+      // The last iteration's rows past plen are read with the others (one load per entry): zeros.
+      for (int pl = plen + tid; pl < ldx; pl += kThreads)
+        for (int j = 0; j < n_upd; ++j) x_s[j * ldx + Stream::grouped_row(pl)] = 0.f;
+    }
     __syncthreads();
 
     const float decay_all = *decay_s;
@@ -377,7 +408,10 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
       }
     }
   };
-  if (stream_first) {
+  if constexpr (kMmaUpdate) {
+    mma_stream.run(mma_cur, c0, n_upd, write_state, reinterpret_cast<const uint32_t*>(x_s), b_raw, ldb,
+                   reinterpret_cast<const Act*>(smem + lay.zeros), c_mma, dot_s, p_chunk);
+  } else if (stream_first) {
     // The state is read for its dot products with C alone (c0 = 1, no update, no store), so a loop
     // of its own keeps the scale, the update's test and the store's test out of every iteration,
     // and keeps two iterations' loads in flight per warp (TileStream::dots_two_buffers; the view is
@@ -416,7 +450,11 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + row * p.tok.z_stride + h * P : nullptr;
   Act* const out = reinterpret_cast<Act*>(p.tok.out) + row * p.tok.out_stride + h * P;
   for (int pl = tid; pl < plen; pl += kThreads) {
-    float y = c1 * dot_s[pl] + hterm_s[pl];
+    float dot = dot_s[pl];
+    if constexpr (kMmaUpdate)  // the warps' partials over their columns, in a fixed order
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) dot += dot_s[w * p_chunk + pl];
+    float y = c1 * dot + hterm_s[pl];
     if (z_in != nullptr) y = gate(y, to_float(z_in[p0 + pl]));
     out[p0 + pl] = from_float<Act>(y);
   }
