@@ -191,13 +191,20 @@ def test_decode_stream_first_override_errors(op, route, state, misaligned, value
     16-byte grid (the order is not built for those): the error names the variable, and the launch
     writes nothing."""
     args = valid_args(op, device="cuda", state_dtype=state)
+    _assert_override_raises(op, args, route, misaligned, "REPLAYSSM_M2_DECODE_STREAM_FIRST", value, message,
+                            monkeypatch)
+
+
+def _assert_override_raises(op, args, route, misaligned, variable, value, message, monkeypatch):
+    """The call (on `route`, its state view moved off the 16-byte grid if `misaligned`) with the
+    launch override `variable` set to `value` raises `message` and writes nothing."""
     if route is not None:
         args["route"] = route
     if misaligned:
         _misaligned_state(args)
     written = {n: v for n, v in args.items() if n in ("state", "ring_x", "ring_B", "ring_dt", "out")}
     before = {n: v.clone() for n, v in written.items()}
-    monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", value)
+    monkeypatch.setenv(variable, value)
     with pytest.raises(RuntimeError, match=message):
         call_op(op, args)
     torch.cuda.synchronize()
@@ -285,18 +292,7 @@ def test_decode_mma_override_errors(op, route, state, act, misaligned, value, me
     16-byte grid): the error names the variable, and the launch writes nothing."""
     args = valid_args(op, device="cuda", act=act, state_dtype=state)
     _dstate_128(args)
-    if route is not None:
-        args["route"] = route
-    if misaligned:
-        _misaligned_state(args)
-    written = {n: v for n, v in args.items() if n in ("state", "ring_x", "ring_B", "ring_dt", "out")}
-    before = {n: v.clone() for n, v in written.items()}
-    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", value)
-    with pytest.raises(RuntimeError, match=message):
-        call_op(op, args)
-    torch.cuda.synchronize()
-    for n in written:
-        assert same_bytes(written[n], before[n]), f"a failed launch wrote {n}"
+    _assert_override_raises(op, args, route, misaligned, "REPLAYSSM_M2_DECODE_MMA", value, message, monkeypatch)
 
 
 # --- the baseline ------------------------------------------------------------------------------
