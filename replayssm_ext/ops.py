@@ -148,9 +148,12 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     ``state`` view (the state-and-output route, flush rows, the small batches) takes an instance
     compiled for aligned views, and a view off that grid one that tests alignment at run time:
     both give bit-identical results. On the state-and-output route with bf16 activations, ``N`` =
-    128 and such a view, the small batches that split a head into single 16-row tiles form the
-    state on tensor cores (each fp32 left factor ``s_j x_j`` as three bf16 terms, ``B_j`` exact,
-    fp32 accumulation: equal to the CUDA-core update up to rounding);
+    128 and such a view, a launch whose ring holds more than 16 entries (``B`` >= 16 at ``T`` = 1),
+    or at the small batches that split a head into single 16-row tiles, forms the state on tensor
+    cores (``B_j`` exact, fp32 accumulation): a flush row folds with each fp32 left factor
+    ``s_j x_j`` as three bf16 terms (equal to the CUDA-core update up to rounding); a row that does
+    not flush, whose formed state is read only for its output, with two (each product to about 16
+    significant bits, below the output's bf16 rounding);
     ``REPLAYSSM_M2_DECODE_MMA`` (``0`` or ``1``, read at every launch) forces either update, and
     ``1`` raises where the tensor-core update is not built (docs/contract.md, "Launch overrides").
 

@@ -238,7 +238,7 @@ def test_decode_update_forms(geo, Bcap, rows, update, monkeypatch):
 
 
 def test_decode_update_tensor_cores_whole_heads(monkeypatch):
-    """The tensor-core update (forced: the launcher takes it only where P is split) at a batch where
+    """The tensor-core update (forced: at B = 8 the launcher keeps the CUDA cores here) at a batch where
     every CTA takes a whole head (the launcher stops splitting P at kCtasPerSmTarget CTAs per SM,
     so the rows are sized from the SM count), P = 48 (three tiles, each warp a 32-column slice of
     every tile), two flush cycles per row, against the recurrence."""
@@ -251,13 +251,17 @@ def test_decode_update_tensor_cores_whole_heads(monkeypatch):
     run_checked(Mamba2(geo), cfg)
 
 
-def test_decode_update_launcher_choice(monkeypatch):
-    """With the variable unset, two nano rows (P split into one 16-row tile per CTA: the launcher's
-    rule for the tensor-core update) on the state-and-output route, over flush cycles with padding,
-    folds on demand and aligned pages, against the recurrence."""
+@pytest.mark.parametrize("rows", [2, 8])
+def test_decode_update_launcher_choice(rows, monkeypatch):
+    """With the variable unset (the launcher takes the tensor-core update on state-and-output
+    launches with an fp32 checkpoint, bf16 activations, N = 128 and an aligned view where the ring
+    holds more than 16 entries or P splits into one 16-row tile per CTA): nano rows at B = 16 whose
+    P splits into one tile per CTA (2 rows) or several (8), on the state-and-output route, over
+    flush cycles with padding, folds on demand and aligned pages, against the recurrence."""
     monkeypatch.delenv("REPLAYSSM_M2_DECODE_MMA", raising=False)
-    cfg = _decode_cfg(Bcap=16, rows=2, spare_slots=1, steps=steps_for_cycles(16, 1, 2), state="fp32", act="bf16",
-                      paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.05, route="state_and_output", seed=3500)
+    cfg = _decode_cfg(Bcap=16, rows=rows, spare_slots=1, steps=steps_for_cycles(16, 1, rows), state="fp32",
+                      act="bf16", paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.05,
+                      route="state_and_output", seed=3500 + rows)
     run_checked(Mamba2(NANO), cfg)
 
 

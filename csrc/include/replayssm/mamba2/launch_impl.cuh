@@ -88,31 +88,33 @@ inline const char* replay_stream_first(const ReplayParams& p, bool built, bool w
                            on);
 }
 
-// Whether a decode launch takes the tensor-core rank update (kMmaUpdate, replay_mma.cuh): the
-// state-and-output route (every row forms its state) with the kReplayMma instances (fp32
-// checkpoint, bf16 activations, N = 128) on a 16-byte aligned state view, at the small batches
-// where choose_p_chunk splits a head down to one 16-row tile per CTA (p_chunk < P, p_chunk <= 16:
-// batch 1 and 2 of the model geometries). A CTA's time is then its prologue and the update's
-// latency, which the tensor cores shorten. With more tiles per CTA the CUDA-core update is as
-// fast or faster: the tensor-core stream moves the state with 8-byte lane loads, and ncu of the
-// nano batch 256 non-flush step showed 2.4 % fewer cycles but an 11 % lower SM clock and L1 77 %
-// busy (58 % on the CUDA cores). H200, same build, CUDA cores -> tensor cores (us;
-// bench/results/h200-2026-12-02-s35-decode-mma), state-and-output cycle: batch 1 (one tile per
-// CTA), B = 16: nano 7.11 -> 6.85, super 7.22 -> 6.94; B = 32: 8.13 -> 7.41, 8.31 -> 7.56 (flush
-// step B = 16 9.22 -> 8.13, B = 32 11.53 -> 9.37); batch 8 (three / two tiles per CTA), B = 16:
-// 20.22 -> 21.94, 21.04 -> 22.62, B = 32: 25.58 -> 24.90, 26.37 -> 25.39; whole heads, B = 16:
-// batch 64 nano 95.1 -> 107.1, batch 256 378.2 -> 408.4, super 428.6 -> 449.7.
+// Whether a decode launch takes the tensor-core rank update (kMmaUpdate, replay_mma.cuh): a
+// state-and-output launch (every row forms its state) with the kReplayMma instances (fp32
+// checkpoint, bf16 activations, N = 128) on a 16-byte aligned state view, where the ring holds more
+// than 16 entries (B >= 16 at T = 1: the update of a full ring is two 16-entry mma steps) or where
+// choose_p_chunk splits a head down to one 16-row tile per CTA (p_chunk < P, p_chunk <= 16: batch
+// 1-2 of the model geometries, where a CTA's time is its prologue and the update's latency).
+// H200, state-and-output cycle, us, CUDA cores -> tensor cores (bench/results/h200-2026-12-03-s36-
+// decode-mma-vec; calls 2 and 4, one machine, separate processes): B = 16, nano batch 8 20.29 ->
+// 19.95, 64 95.23 -> 93.26, 256 368.33 -> 351.33, 512 737.0 -> 716.2; super batch 8 21.06 ->
+// 21.01, 256 417.02 -> 395.73; B = 32, nano batch 256 504.88 -> 447.26, super 564.27 -> 483.40;
+// batch 1, B = 8 nano 6.54 -> 6.15, super 6.64 -> 6.22. At B = 8 (ring 9: a full ring is one
+// half-empty mma step against at most 9 FFMA per element) the CUDA cores win once a CTA holds
+// whole heads: nano batch 64 85.92 -> 94.41, 256 336.09 -> 352.97, super 256 374.96 -> 393.08.
+// Rings of 10-16 entries were not measured; they keep the CUDA cores with B = 8's. The flush
+// step alone is 2.5-4.7 % slower on the tensor cores at B = 16 with whole heads (nano batch 256
+// 628.7 -> 658.0), faster at B = 32; the cycles above include it.
 // REPLAYSSM_M2_DECODE_MMA (0 or 1, read at every launch, so both updates compare in one process)
 // overrides the choice; 1 where the update is not built, on another launch or on a state view that
 // is not aligned is an error.
 inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_chunk, bool* on) {
+  const bool pays = p.ring_len > 16 || (p_chunk < p.geo.P && p_chunk <= kMmaTileRows);
   const bool state_and_output = p.mode == ReplayMode::kStateAndOutput;
-  const bool pays = p_chunk < p.geo.P && p_chunk <= kMmaTileRows;
   return env_forced_choice("REPLAYSSM_M2_DECODE_MMA", "REPLAYSSM_M2_DECODE_MMA must be 0 or 1",
                            built && state_and_output && p.state_vec_aligned && pays, built,
                            state_and_output && p.state_vec_aligned,
                            "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for an fp32 checkpoint, bf16 "
-                           "activations and dstate a multiple of 128",
+                           "activations and dstate 128",
                            state_and_output ? "REPLAYSSM_M2_DECODE_MMA=1: the tensor-core update is built for 16-byte "
                                               "aligned state views (the state's base and slot stride a multiple of 16 "
                                               "bytes); this view is not"

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 #pragma unroll
       for (int k = 0; k < KV; ++k)
 #pragma unroll
-        for (int e = 0; e < VE; ++e) c_tok[k][e] = C_in[L::n_of(lr, k, e)];
+        for (int e = 0; e < VE; ++e) c_tok[k][e] = C_in[kMmaUpdate ? mma_state_col(L::n_of(lr, k, e)) : L::n_of(lr, k, e)];
     }
     slot = p.slots[row];
     if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
@@ -242,8 +242,14 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
                          : make_delta(to_float(*step_input(p.tok.dt, p.tok.dt_stride, h)), p.layer.dt_bias, h,
                                       p.layer.dt_softplus);
   const bool x_vec = p.entries_vec_aligned && (p_chunk * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
-  stage_entries<Act, kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
-                               p.entries_vec_aligned, tid);
+  // The tensor-core update stages B_j in its column order (mma_staged_col); the lanes' C values for
+  // B_j . C follow it (c_tok above).
+  if constexpr (kMmaUpdate)
+    stage_b_mma_order<kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
+                                p.entries_vec_aligned, tid);
+  else
+    stage_entries<Act, kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
+                                 p.entries_vec_aligned, tid);
   stage_entries<Act, kThreads>(x_raw, p_chunk, EntryRows<Act>{ring_x + p0, P, x_in + (decode ? p0 : 0), 0, hist, start, R},
                                n_ent, plen, x_vec, tid);
   stage_ring_deltas<kThreads>(delta_s, ring_dt, hist, start, R, tid);
@@ -308,6 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // output terms and update factors (a barrier), and c0, c1.
   auto entry_terms = [&]() {
     cp_async_wait<0>();
+    if constexpr (kMmaUpdate) permute_b_mma_order<kThreads>(b_raw, ldb, n_ent, N, p.entries_vec_aligned, tid);
     __syncthreads();
 
     // Decay weights over the first n_w entries (the folded history for flush rows, everything for
