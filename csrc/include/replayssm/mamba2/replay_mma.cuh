@@ -108,16 +108,26 @@ static_assert(mma_staged_order_inverts() && mma_staged_col(6) == 10,
 // pieces (the finest that keep a staged pair together) straight into the staged order takes four
 // times the cp.async, and that form ran batch 1 at B = 32 3 % slower than the 8-byte lane order it
 // replaced (H200, session 36, call 1). The caller commits and waits.
+// f(j, n) for each 16-column block (entry j, first column n) that thread tid owns: the one mapping
+// of stage_b_mma_order's copies and permute_b_mma_order's in-place reorder, which must agree (a
+// thread reorders only blocks whose copies it waited for).
+template <int kThreads, typename F>
+__device__ __forceinline__ void for_each_b_block(int n_ent, int N, int tid, F&& f) {
+  const int blocks = N / 16;
+  for (int e = tid; e < n_ent * blocks; e += kThreads) {
+    const int j = e / blocks;
+    f(j, 16 * (e - j * blocks));
+  }
+}
+
 template <int kThreads>
 __device__ __forceinline__ void stage_b_mma_order(__nv_bfloat16* dst, int ld, const EntryRows<__nv_bfloat16>& rows,
                                                   int n_ent, int N, bool vec, int tid) {
   if (vec) {
-    const int blocks = N / 16;
-    for (int e = tid; e < n_ent * blocks; e += kThreads) {
-      const int j = e / blocks, n = 16 * (e - j * blocks);
+    for_each_b_block<kThreads>(n_ent, N, tid, [&](int j, int n) {
       cp_async16(dst + j * ld + n, rows.row(j) + n);
       cp_async16(dst + j * ld + n + 8, rows.row(j) + n + 8);
-    }
+    });
   } else {
     for (int e = tid; e < n_ent * N; e += kThreads) {
       const int j = e / N, n = e - j * N;
@@ -133,14 +143,12 @@ __device__ __forceinline__ void stage_b_mma_order(__nv_bfloat16* dst, int ld, co
 template <int kThreads>
 __device__ __forceinline__ void permute_b_mma_order(__nv_bfloat16* dst, int ld, int n_ent, int N, bool vec, int tid) {
   if (!vec) return;
-  const int blocks = N / 16;
-  for (int e = tid; e < n_ent * blocks; e += kThreads) {
-    const int j = e / blocks, n = 16 * (e - j * blocks);
+  for_each_b_block<kThreads>(n_ent, N, tid, [&](int j, int n) {
     uint4* const block = reinterpret_cast<uint4*>(dst + j * ld + n);
     const uint4 lo = block[0], hi = block[1];
     block[0] = make_uint4(lo.x, lo.z, hi.x, hi.z);
     block[1] = make_uint4(lo.y, lo.w, hi.y, hi.w);
-  }
+  });
 }
 static_assert(mma_staged_col(2) == 8 && mma_staged_col(4) == 2 && mma_staged_col(9) == 5,
               "permute_b_mma_order's word order: staged half h holds columns 4 k + 2 h, + 1");
