@@ -129,6 +129,8 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
         A: ``(H,)`` fp32 (negative); B, C: ``(batch, G, N)`` act; z: ``(batch, H, P)`` act or None;
         D, dt_bias: ``(H,)`` fp32 or None; dt_softplus: apply ``softplus20`` to ``dt + dt_bias``.
         slots: int32 ``(batch,)``; -1 or ``null_slot`` marks padding rows (they write nothing).
+            The CUDA kernel takes at most 65535 rows and 65535 heads ``H`` (its grid's y and z
+            extents).
         cache / cursors: the layer's :class:`Mamba2Cache` and the model's :class:`Cursors` (or the
             raw tensors by name).
         out: ``(batch, H, P)`` act, allocated when None.
@@ -243,7 +245,8 @@ def mamba2_flush(A: torch.Tensor, *, slots: torch.Tensor, cache: Optional[Mamba2
     before a prefix-cache snapshot, a preemption, a hand-off).
 
     Args:
-        A: ``(H,)`` fp32; slots: int32 ``(batch,)`` (-1 or ``null_slot`` = padding);
+        A: ``(H,)`` fp32; slots: int32 ``(batch,)`` (-1 or ``null_slot`` = padding; the CUDA
+            kernel takes at most 65535 rows and 65535 heads ``H``);
         cache / cursors: as in :func:`mamba2_decode` (raw form: ``state, ring_x, ring_B, ring_dt,
             hist, start``; the ``flush`` flags are not read).
 
@@ -271,7 +274,8 @@ def mamba2_state_update(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: t
         x, dt, B, C, z: as in :func:`mamba2_decode` (leading dim ``batch``) or, with
             ``cu_seqlens``, as in :func:`mamba2_spec_verify` (leading dim ``tokens``).
         state: ``(slots, H, P, N)`` fp32 / bf16 / fp16, or a :class:`Mamba2Cache` (its ``state``).
-        slots: int32 ``(batch,)``: row ``r`` reads ``state[slots[r]]``.
+        slots: int32 ``(batch,)``: row ``r`` reads ``state[slots[r]]``. The CUDA kernel takes at
+            most 65535 rows and 65535 heads ``H``.
         cu_seqlens: int32 ``(batch + 1,)`` or None (one token per row).
         snapshot_slots: int32 ``(batch, T)``, with ``cu_seqlens`` only: the state after token ``i``
             of row ``r`` goes to ``state[snapshot_slots[r, i]]`` (one snapshot per draft, as vLLM

@@ -1045,3 +1045,28 @@ def test_spec_grid_limit_rows():
     torch.cuda.synchronize()
     for k, v in before.items():
         assert torch.equal(args[k], v), f"{k} was written"
+
+
+@pytest.mark.parametrize("op", ["mamba2_decode", "mamba2_flush", "mamba2_state_update"])
+def test_grid_limit_rows(op):
+    """More rows than the decode, flush and classic kernels' grid takes (65535 in its z extent, since
+    the grid became (P chunks, H, batch)): the op names the row count and writes nothing (padding
+    rows; the classic step in its plain form, one token per row)."""
+    rows = 65536
+    args = valid_args(op, device="cuda")
+    if op == "mamba2_state_update":
+        args.update(cu_seqlens=None, snapshot_slots=None)
+    if "x" in args:
+        H, P, G, N = args["x"].shape[1], args["x"].shape[2], args["B"].shape[1], args["B"].shape[2]
+        act = args["x"].dtype
+        args.update(x=torch.randn(rows, H, P, device="cuda").to(act), dt=torch.randn(rows, H, device="cuda").to(act),
+                    B=torch.randn(rows, G, N, device="cuda").to(act), C=torch.randn(rows, G, N, device="cuda").to(act),
+                    z=torch.randn(rows, H, P, device="cuda").to(act),
+                    out=torch.full((rows, H, P), 7.0, device="cuda").to(act))
+    args["slots"] = torch.full((rows,), -1, dtype=torch.int32, device="cuda")
+    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    with pytest.raises(RuntimeError, match=f"{op}: slots: the CUDA kernel takes at most 65535 rows, got 65536"):
+        call_op(op, args)
+    torch.cuda.synchronize()
+    for k, v in before.items():
+        assert torch.equal(args[k], v), f"{k} was written"

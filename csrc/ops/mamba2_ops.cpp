@@ -176,6 +176,18 @@ const T* opt_ptr(const OptTensor& t) {
   return t ? static_cast<const T*>(t->data_ptr()) : nullptr;
 }
 
+mamba2::Geometry geometry(int64_t H, int64_t P, int64_t N, int64_t G) {
+  return {static_cast<int32_t>(H), static_cast<int32_t>(P), static_cast<int32_t>(N), static_cast<int32_t>(G),
+          static_cast<int32_t>(H / G)};
+}
+
+// The CUDA kernels' grid is (P chunks, H, batch): its y and z extents are at most 65535. `heads_arg`
+// is the argument whose shape gives H.
+void check_cuda_grid(const char* op, int64_t rows, const char* heads_arg, int64_t H) {
+  if (rows > 65535) fail(op, "slots: the CUDA kernel takes at most 65535 rows, got " + std::to_string(rows));
+  if (H > 65535) fail(op, std::string(heads_arg) + ": the CUDA kernel takes at most 65535 heads (H), got " + std::to_string(H));
+}
+
 mamba2::TokenInputs token_inputs(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C,
                                  const OptTensor& z, const Tensor& out) {
   mamba2::TokenInputs t{};
@@ -238,11 +250,12 @@ void mamba2_decode_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, OptTe
     fail(op, "route must be \"output_only\" or \"state_and_output\", got \"" + route + "\"");
   const int32_t null = null_slot_value(op, null_slot);
   check_cuda_dstate(op, d.N);
+  check_cuda_grid(op, d.L, "x", d.H);
 
   mamba2::ReplayParams p{};
   p.tok = token_inputs(x, dt, B, C, z, out);
   p.layer = layer_params(A, D, dt_bias, dt_softplus);
-  p.geo = {static_cast<int32_t>(d.H), static_cast<int32_t>(d.P), static_cast<int32_t>(d.N), static_cast<int32_t>(d.G)};
+  p.geo = geometry(d.H, d.P, d.N, d.G);
   p.slots = static_cast<const int32_t*>(slots.data_ptr());
   p.batch = static_cast<int32_t>(d.L);
   p.null_slot = null;
@@ -292,15 +305,13 @@ void mamba2_spec_verify_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, 
   const int32_t null = null_slot_value(op, null_slot);
   check_cuda_dstate(op, d.N);
   check_cuda_max_tokens(op, max_tokens);
-  // The spec kernel's grid is (P chunks, H, batch): its y and z extents are at most 65535.
-  if (batch > 65535) fail(op, "slots: the CUDA kernel takes at most 65535 rows, got " + std::to_string(batch));
-  if (d.H > 65535) fail(op, "x: the CUDA kernel takes at most 65535 heads (H), got " + std::to_string(d.H));
+  check_cuda_grid(op, batch, "x", d.H);
 
   mamba2::SpecVerifyParams sp{};
   mamba2::ReplayParams& p = sp.replay;
   p.tok = token_inputs(x, dt, B, C, z, out);
   p.layer = layer_params(A, D, dt_bias, dt_softplus);
-  p.geo = {static_cast<int32_t>(d.H), static_cast<int32_t>(d.P), static_cast<int32_t>(d.N), static_cast<int32_t>(d.G)};
+  p.geo = geometry(d.H, d.P, d.N, d.G);
   p.slots = static_cast<const int32_t*>(slots.data_ptr());
   p.batch = static_cast<int32_t>(batch);
   p.null_slot = null;
@@ -333,10 +344,11 @@ void mamba2_flush_cuda(Tensor A, Tensor slots, Tensor hist, Tensor start, Tensor
                           {{"A", &A}, {"slots", &slots}, {"hist", &hist}, {"start", &start}});
   const int32_t null = null_slot_value(op, null_slot);
   check_cuda_dstate(op, r.N);
+  check_cuda_grid(op, batch, "A", H);
 
   mamba2::ReplayParams p{};
   p.layer = {static_cast<const float*>(A.data_ptr()), nullptr, nullptr, false};
-  p.geo = {static_cast<int32_t>(H), static_cast<int32_t>(r.P), static_cast<int32_t>(r.N), static_cast<int32_t>(r.G)};
+  p.geo = geometry(H, r.P, r.N, r.G);
   p.slots = static_cast<const int32_t*>(slots.data_ptr());
   p.batch = static_cast<int32_t>(batch);
   p.null_slot = null;
@@ -386,11 +398,12 @@ void mamba2_state_update_cuda(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C,
   check_layout_and_device(op, x, inner, dense);
   const int32_t null = null_slot_value(op, null_slot);
   check_cuda_dstate(op, d.N);
+  check_cuda_grid(op, batch, "x", d.H);
 
   mamba2::StateUpdateParams p{};
   p.tok = token_inputs(x, dt, B, C, z, out);
   p.layer = layer_params(A, D, dt_bias, dt_softplus);
-  p.geo = {static_cast<int32_t>(d.H), static_cast<int32_t>(d.P), static_cast<int32_t>(d.N), static_cast<int32_t>(d.G)};
+  p.geo = geometry(d.H, d.P, d.N, d.G);
   p.slots = static_cast<const int32_t*>(slots.data_ptr());
   p.batch = static_cast<int32_t>(batch);
   p.null_slot = null;

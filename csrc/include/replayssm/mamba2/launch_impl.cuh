@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -44,6 +43,23 @@ int choose_p_chunk(int P, int64_t heads_total) {
   const int chunk_iters = (iters_total + static_cast<int>(chunks) - 1) / static_cast<int>(chunks);
   const int p_chunk = chunk_iters * kRowsPerIter;
   return p_chunk < P ? p_chunk : P;
+}
+
+// The replay and classic kernels' grid: (P chunks, H, batch), so that a CTA finds its chunk, head
+// and row without integer divisions by run-time values. With one flat extent those divisions (a
+// chain through MUFU.RCP on the uniform datapath) were ~125 of the ~250 SASS instructions between
+// a CTA's start and its first global load (sm_90a, nano's batch-1 instance). H200, B = 16, same
+// run, flat -> (chunks, H, batch): output-only cycle batch 1 nano 6.22 -> 5.98 us, super 6.34 ->
+// 6.08; batch 8-256 level to -3 % (docs/perf-notes.md, Mamba-2 plain decode, "Session 39").
+inline dim3 chunk_head_row_grid(int P, int p_chunk, int H, int batch) {
+  return dim3(static_cast<unsigned>((P + p_chunk - 1) / p_chunk), static_cast<unsigned>(H), static_cast<unsigned>(batch));
+}
+
+// The y and z extents of a grid are at most 65535 (the ops check both with the argument's name).
+inline const char* grid_extents_fit(int H, int batch) {
+  if (batch > 65535) return "the batch (number of rows) exceeds the CUDA grid limit of 65535";
+  if (H > 65535) return "nheads exceeds the CUDA grid limit of 65535";
+  return nullptr;
 }
 
 // Dynamic shared memory above the 48 KB default needs an opt-in per kernel.
@@ -129,15 +145,15 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
-  const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
+  const dim3 grid = chunk_head_row_grid(p.geo.P, p_chunk, p.geo.H, p.batch);
   bool stream_first = false;
   if (const char* err = replay_stream_first(p, kReplayStreamFirstBuilt<St>, p_chunk == p.geo.P, &stream_first))
     return err;
   constexpr bool kMmaBuilt = kReplayMma<Act, St, N, kWarps>;
   bool mma = false;
   if (const char* err = replay_mma_choice(p, kMmaBuilt, p_chunk, &mma)) return err;
-  if (ctas == 0) return nullptr;
-  if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
+  if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
+  if (heads_total == 0) return nullptr;
   const bool b_copy = !mma && replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act), kRows);
   const size_t smem =
       static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows, mma ? kWarps : 0).total) *
@@ -162,8 +178,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
     if (mma) kernel = mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
-  return launch_kernel(EarlyLaunch::kYes, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream, p,
-                       p_chunk);
+  return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);
 }
 
 template <typename Act, typename St, int N>
@@ -171,15 +186,15 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
-  const int64_t ctas = heads_total * ((p.geo.P + p_chunk - 1) / p_chunk);
-  if (ctas == 0) return nullptr;
-  if (ctas > INT_MAX) return "batch * H * P-chunks exceeds the grid limit";
+  if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
+  if (heads_total == 0) return nullptr;
   const size_t smem = static_cast<size_t>(StateUpdateSmem(p.max_tokens, p_chunk, N).total) * sizeof(float);
   auto kernel = mamba2_state_update_kernel<Act, St, N, kWarps>;
   if (const char* err = allow_smem(kernel, smem)) return err;
   // The snapshot form (the per-draft baseline) launches without overlap: dependent_launch.cuh.
   const EarlyLaunch early = p.snapshot_slots == nullptr ? EarlyLaunch::kYes : EarlyLaunch::kNo;
-  return launch_kernel(early, kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), smem, stream, p, p_chunk);
+  return launch_kernel(early, kernel, chunk_head_row_grid(p.geo.P, p_chunk, p.geo.H, p.batch), dim3(kWarps * 32), smem,
+                       stream, p, p_chunk);
 }
 
 // Whether a spec launch takes the tensor-core stream (spec_mma.cuh): the kSpecMma instances
@@ -297,8 +312,7 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   if (heads_total == 0) return nullptr;
   // Grid (P chunks, H / heads, batch): the kernel reads its indices without dividing.
-  if (p.batch > 65535) return "the batch (number of rows) exceeds the spec kernel's grid limit of 65535";
-  if (p.geo.H > 65535) return "nheads exceeds the spec kernel's grid limit of 65535";
+  if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
   bool mma = false;
   if (const char* err = spec_mma_choice(p, kMmaBuilt, &mma)) return err;
   SpecTiling tiling{};

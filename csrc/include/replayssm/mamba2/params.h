@@ -47,6 +47,7 @@ struct Geometry {
   int32_t P;
   int32_t N;
   int32_t G;
+  int32_t heads_per_group;  // H / G: a head's group without a run-time division in the kernels
 };
 
 // mamba2_decode (kOutputOnly / kStateAndOutput) and mamba2_flush (kFold; tok unused).

@@ -123,14 +123,13 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
   extern __shared__ __align__(16) float smem[];
 
-  const int H = p.geo.H, P = p.geo.P, G = p.geo.G;
-  const int num_chunks = (P + p_chunk - 1) / p_chunk;
-  int bid = blockIdx.x;
-  const int chunk = bid % num_chunks;
-  bid /= num_chunks;
-  const int h = bid % H;
-  const int row = bid / H;
-  const int g = h / (H / G);
+  // Grid (P chunks, H, batch): no index divisions on the way to the slot read (see
+  // launch_replay_typed).
+  const int P = p.geo.P;
+  const int chunk = blockIdx.x;
+  const int h = blockIdx.y;
+  const int row = blockIdx.z;
+  const int g = h / p.geo.heads_per_group;
   const int p0 = chunk * p_chunk;
   const int plen = min(p_chunk, P - p0);
 
@@ -164,7 +163,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
   const Act* const x_in = decode ? step_input(p.tok.x, p.tok.x_stride, h * P) : nullptr;
   const Act* const B_in = decode ? step_input(p.tok.B, p.tok.B_stride, g * N) : nullptr;
-  const bool writes_B = decode && chunk == 0 && h % (H / G) == 0;  // one head per group writes the group's B
+  const bool writes_B = decode && chunk == 0 && h == g * p.geo.heads_per_group;  // one head per group writes the group's B
   Act dt_tok{}, x_tok{}, b_tok0{}, b_tok1{}, c_tok[KV][VE];  // kInputsFirst only
   float dt_bias = 0.f;
   if constexpr (kInputsFirst) {

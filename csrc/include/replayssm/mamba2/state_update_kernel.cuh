@@ -48,14 +48,12 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_state_update_kernel(const 
 
   extern __shared__ __align__(16) float smem[];
 
-  const int H = p.geo.H, P = p.geo.P, G = p.geo.G;
-  const int num_chunks = (P + p_chunk - 1) / p_chunk;
-  int bid = blockIdx.x;
-  const int chunk = bid % num_chunks;
-  bid /= num_chunks;
-  const int h = bid % H;
-  const int row = bid / H;
-  const int g = h / (H / G);
+  // Grid (P chunks, H, batch), as the replay kernel's.
+  const int P = p.geo.P;
+  const int chunk = blockIdx.x;
+  const int h = blockIdx.y;
+  const int row = blockIdx.z;
+  const int g = h / p.geo.heads_per_group;
   const int p0 = chunk * p_chunk;
   const int plen = min(p_chunk, P - p0);
 
