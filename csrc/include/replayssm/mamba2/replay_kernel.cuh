@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
 
   extern __shared__ __align__(16) float smem[];
 
-  // Grid (P chunks, H, batch): no index divisions on the way to the slot read (see
-  // launch_replay_typed).
+  // Grid (P chunks, H, batch): no index divisions on the way to the slot read
+  // (chunk_head_row_grid, launch_impl.cuh).
   const int P = p.geo.P;
   const int chunk = blockIdx.x;
   const int h = blockIdx.y;
