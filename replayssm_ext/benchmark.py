@@ -1542,19 +1542,53 @@ def time_spec_config(ctx: Context, factory: Callable[[torch.device], Family], ge
     if replay_ok:
         state = fam.make_state(n_slots)
         rings = fam.make_rings(n_slots, R, params)
-        nbytes = sum(fam.spec_bytes(sched.hist[i][set_ids[s]], sched.flush[i][set_ids[s]], T)
-                     for i, s in order) / len(order)
-        calls = [lambda i=i, s=s: fam.spec_verify(inputs[s], params, state, rings, cu, sets_slots[s], sched.snaps[i],
-                                                  out, T) for i, s in order]
-        kernel = f"{fam.spec_kernel}_cycle"
-        row: Dict[str, dict] = {}
-        ctx.guarded(f"{kernel} {geom.name} batch={batch} T={T} {mode}", lambda: row.update(row=ctx.add_row(
-            section="spec", kernel=kernel, geometry=geom.name, batch=batch, B=B,
-            timing=per_call(ctx.timer.time(calls), len(order)), nbytes=nbytes, n_sets=n_sets, base_us=base_us,
-            note=note, extra=extra, anchor_us=lambda: seed_spec_anchor_us(kernel, geom.name, batch, B, T, mode))))
-        if row:
-            finish(row["row"])
+        phases = [("cycle", list(range(K)))]
+        if args.spec_phases:
+            split = spec_phase_steps(sched.flush, set_ids[0])
+            if split is None:
+                ctx.note_skip(f"{fam.spec_kernel} {geom.name} batch={batch} T={T} {mode}: rows flush at different "
+                              f"steps, so the window has no flush / non-flush split (--spec-phases)")
+            else:
+                phases += [("nonflush", split[0]), ("flush", split[1])]
+        for what, steps in phases:
+            if what != "cycle" and ctx.budget.exhausted():
+                ctx.note_skip(f"{fam.spec_kernel}_{what} {geom.name} batch={batch} T={T} {mode}: budget spent")
+                continue
+            # Step-major, as the cycle: between two visits of one set every other set is touched.
+            step_order = [(i, s) for i in steps for s in range(n_sets)]
+            nbytes = sum(fam.spec_bytes(sched.hist[i][set_ids[s]], sched.flush[i][set_ids[s]], T)
+                         for i, s in step_order) / len(step_order)
+            calls = [lambda i=i, s=s: fam.spec_verify(inputs[s], params, state, rings, cu, sets_slots[s],
+                                                      sched.snaps[i], out, T) for i, s in step_order]
+            kernel = f"{fam.spec_kernel}_{what}"
+            phase_extra = extra if what == "cycle" else dict(
+                extra, steps=len(steps), flush_rows_per_step=float(np.mean([sched.flush[i][set_ids[0]].mean()
+                                                                             for i in steps])))
+            row: Dict[str, dict] = {}
+            ctx.guarded(f"{kernel} {geom.name} batch={batch} T={T} {mode}", lambda: row.update(row=ctx.add_row(
+                section="spec", kernel=kernel, geometry=geom.name, batch=batch, B=B,
+                timing=per_call(ctx.timer.time(calls), len(step_order)), nbytes=nbytes, n_sets=n_sets,
+                base_us=base_us, note=note, extra=phase_extra,
+                anchor_us=lambda: seed_spec_anchor_us(kernel, geom.name, batch, B, T, mode))))
+            if row:
+                finish(row["row"])
         time_spec_commit(ctx, batch, B, T, sets_slots, n_slots)
+
+
+def spec_phase_steps(flushes: Sequence[np.ndarray], ids: np.ndarray) -> Optional[Tuple[List[int], List[int]]]:
+    """The window steps in which no row of `ids` flushes and those in which every one does (rows
+    in phase, as with every draft accepted), or None when a step has both kinds of row or the
+    window lacks either kind of step."""
+    nonflush, flush = [], []
+    for i, f in enumerate(flushes):
+        rows = f[ids].astype(bool)
+        if rows.all():
+            flush.append(i)
+        elif not rows.any():
+            nonflush.append(i)
+        else:
+            return None
+    return (nonflush, flush) if nonflush and flush else None
 
 
 def run_spec_family(ctx: Context, make_family: Callable[[object, torch.device], Family], geometries) -> None:
@@ -1997,6 +2031,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--accept", type=_str_list, default=list(ACCEPT_MODES),
                    help="spec section: accepted-length modes, from all (T accepted every step) and mean2.5 (truncated "
                         "geometric, mean 2.5 of 4 at T=4); default both (T=1 runs all only)")
+    p.add_argument("--spec-phases", action="store_true",
+                   help="spec section: where rows are in phase (every draft accepted), also time the window's "
+                        "non-flush steps and its flush step on their own (rows <kernel>_nonflush, <kernel>_flush: "
+                        "us per step, steps = how many of the window's steps each covers)")
     p.add_argument("--spec-hist-capacity", type=int, default=None,
                    help="spec section: history capacity B (default 16; --tiny 4)")
     p.add_argument("--plan-memory-gib", type=float, default=40.0,

@@ -62,6 +62,43 @@ def test_benchmark_tiny_cpu_runs_and_passes_its_gates(tmp_path):
     assert "m2_spec_cycle" in text and "nemotron3-nano-4b" in text
 
 
+def test_spec_phases_split_the_window(tmp_path):
+    """--spec-phases: with every draft accepted (rows in phase) each spec replay row also comes as
+    the window's non-flush steps and its flush step. Their step counts add up to the window's, and
+    the window's bytes are their step-weighted mean (bytes are counted, not timed)."""
+    argv = ["--device", "cpu", "--tiny", "--sections", "spec", "--accept", "all", "--spec-phases",
+            "--out", str(tmp_path)]
+    assert benchmark.main(argv) == 0
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert not report["errors"]
+    rows = {(r["kernel"], r["geometry"], r["batch"], r["T"]): r for r in report["rows"]
+            if r["section"] == "spec" and r["kernel"] != "commit"}
+    cycles = [k for k in rows if k[0].endswith("_spec_cycle")]
+    assert {k[0] for k in cycles} == {"m2_spec_cycle", "gdn_spec_cycle"}
+    for k in cycles:
+        family = k[0][: -len("_cycle")]
+        cycle, nonflush, flush = rows[k], rows[(family + "_nonflush",) + k[1:]], rows[(family + "_flush",) + k[1:]]
+        assert nonflush["steps"] >= 1 and flush["steps"] >= 1
+        assert nonflush["steps"] + flush["steps"] == cycle["steps"]
+        assert nonflush["flush_rows_per_step"] == 0.0 and flush["flush_rows_per_step"] == 1.0
+        assert cycle["flush_rows_per_step"] == pytest.approx(flush["steps"] / cycle["steps"])
+        weighted = (nonflush["bytes"] * nonflush["steps"] + flush["bytes"] * flush["steps"]) / cycle["steps"]
+        assert cycle["bytes"] == pytest.approx(weighted, rel=1e-12)
+        assert flush["bytes"] > nonflush["bytes"]  # the flush step writes the checkpoint
+        for r in (nonflush, flush):
+            assert r["us"] > 0 and r["tokens_per_step"] == r["T"] and r["base_us"] == cycle["base_us"]
+
+
+def test_spec_phase_steps():
+    ids = np.array([0, 2])  # the rows looked at; slot 1's flag does not count
+    flushes = [np.array([0, 1, 0]), np.array([1, 0, 1]), np.array([0, 0, 0])]
+    assert benchmark.spec_phase_steps(flushes, ids) == ([0, 2], [1])
+    # A step where one of the rows flushes and the other does not: no split.
+    assert benchmark.spec_phase_steps(flushes + [np.array([1, 0, 0])], ids) is None
+    # A window without a flush step: no split.
+    assert benchmark.spec_phase_steps([flushes[0], flushes[2]], ids) is None
+
+
 def test_plan_section_runs_alone_without_a_device(tmp_path):
     # --device defaults to cuda; a plan-only run needs no device (none here or on any CPU host).
     assert benchmark.main(["--sections", "plan", "--plan-memory-gib", "40", "--out", str(tmp_path)]) == 0
