@@ -10,6 +10,7 @@
 #   FAMILY=batch1 scripts/ncu_spec_profiles.sh        # batch-1 decode kernels (sessions 24, 33)
 #   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (sessions 24, 33)
 #   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (session 29 ran it)
+#   FAMILY=flush256 scripts/ncu_spec_profiles.sh      # super T = 4 flush against its non-flush and the classic step (session 41)
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
 # spec kernel's CUDA-core stream at T = 4 non-flush (hist 8) and flush (hist 12), T = 2 non-flush.
@@ -28,6 +29,9 @@
 # half the stream's: compare with the profile's shared-memory pipe and the warp states.
 # open256 (issue 5's open Mamba-2 rows at batch 256): super T = 4 non-flush (hist 8; 390 us target),
 # nano T = 8 non-flush (hist 8) and flush (hist 12) on the tensor-core stream (540 us target).
+# flush256 (issue 5's super T = 4 row: its flush step runs at 80 % of copy, its non-flush steps at
+# 86 %, the classic step at 90 %): super T = 4 flush (hist 12) and non-flush (hist 8), and the
+# classic step, which moves the flush step's bytes without the fold, at batch 256.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"; W=$(mktemp -d /tmp/ncu_spec.XXXXXX)
@@ -44,13 +48,13 @@ run_case() {  # name, kernel regex, op, geometry, batch, profile_step arguments.
   local name=$1 kernel=$2 op=$3 geometry=$4 batch=$5; shift 5
   echo "== $name: $op $geometry batch $batch $*"
   timeout 150 ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section SourceCounters -k regex:$kernel --launch-skip 3 --launch-count 1 \
+    --section SourceCounters --section ComputeWorkloadAnalysis --section InstructionStats -k regex:$kernel --launch-skip 3 --launch-count 1 \
     -o "$W/$name" python3 bench/profile_step.py --op $op --geometry $geometry \
     --batch $batch "$@" > "$W/$name.run.log" 2>&1 || { echo "ncu failed ($name)"; tail -20 "$W/$name.run.log"; return; }
   ncu --import "$W/$name.ncu-rep" --page details > "$W/$name.details.txt" 2>&1
   ncu --import "$W/$name.ncu-rep" --page source --csv --print-source sass > "$W/$name.source.csv" 2>&1
   python3 bench/ncu_hotspots.py "$W/$name.source.csv" --window 80 --top 12 --show 2 > "$W/$name.hotspots.txt" 2>&1
-  grep -E "Duration|DRAM Throughput|Registers Per Thread|Achieved Occupancy|Block Limit" "$W/$name.details.txt" | head -12
+  grep -E "Duration|DRAM Throughput|Registers Per Thread|Achieved Occupancy|Block Limit|Executed Instructions  |Issue Slots Busy|Executed Ipc A" "$W/$name.details.txt" | head -16
   head -20 "$W/$name.hotspots.txt"
 }
 case ${FAMILY:-mamba2} in
@@ -82,7 +86,12 @@ case ${FAMILY:-mamba2} in
     run_case super_t4_nonflush $k $op nemotron3-super-120b 256 --T 4 --hist 8
     run_case nano_t8_nonflush $k $op nemotron3-nano-4b 256 --T 8 --hist 8
     run_case nano_t8_flush $k $op nemotron3-nano-4b 256 --T 8 --hist 12 --flush ;;
-  *) echo "FAMILY must be mamba2, gdn, batch1, decode256 or open256"; exit 2 ;;
+  flush256)
+    k=mamba2_spec_verify_kernel op=mamba2_spec_verify g=nemotron3-super-120b
+    run_case super_t4_flush $k $op $g 256 --T 4 --hist 12 --flush
+    run_case super_t4_nonflush $k $op $g 256 --T 4 --hist 8
+    run_case super_classic mamba2_state_update_kernel mamba2_state_update $g 256 ;;
+  *) echo "FAMILY must be mamba2, gdn, batch1, decode256, open256 or flush256"; exit 2 ;;
 esac
 rm -f "$W"/*.ncu-rep
 tar czf "$OUT/ncu_${FAMILY:-mamba2}.tgz" -C "$W" .

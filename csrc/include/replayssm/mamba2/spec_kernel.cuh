@@ -555,36 +555,64 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     // flight per warp (TileStream::dots_two_buffers). Rows past tile_rows are never stored.
     stream.dots_two_buffers(iters, raw, l2_lead, window_dots);
   } else {
-    for (int it = 0; it < iters; ++it) {
-      uint4 next[U][KV];
-      if (it + 1 < iters) {
-        if constexpr (kVecStream)
-          stream.load_from(lane_origin, it + 1, next, state_aligned);
-        else
-          stream.load(it + 1, next, state_aligned);
-      }
-      l2_lead(it);
-
-      float acc[U][KV][VE];
-      if (n_upd == 0) {
-        Stream::unpack(raw, acc);  // c0 = 1 (non-flush rows, or nothing to fold)
-      } else {
+    if constexpr (kVecStream && N <= 128) {
+      // Only rows that fold come here. The next iteration's loads go into raw once its values
+      // are scaled into acc, so the loop carries one set of load registers: with a second set
+      // (loaded first and copied into raw at the end, as below) the flush loop of super's T = 4
+      // pairs spent 16 register moves per iteration on the copy, and 34 of its 113 moves went
+      // with it (sm_90a SASS, 565 -> 515 instructions; the flush step is issue-bound, ncu: issue
+      // slots 76 % busy). H200, B = 16, T = 4, three processes per build: the flush step at batch
+      // 256 nano 630-641 -> 619-624 us, super 673-677 -> 655-668, batch 512 -1 to -2 %; the cycle
+      // nano 364-366 -> 360-360.5, super level (397-400); batch 1 +0.4-0.8 % (docs/perf-notes.md,
+      // Mamba-2 spec verify, "Session 41"). Where rows that do not fold share the loop (acc is raw
+      // itself there), and at N = 256, that order raised ptxas's spills: those keep the copy.
+      for (int it = 0; it < iters; ++it) {
+        float acc[U][KV][VE];
         float c0[U];  // each row's head's (an iteration may span both heads)
 #pragma unroll
         for (int u = 0; u < U; ++u) c0[u] = c0_s[head_of_row<kHeads>(stream.row_of(it, u), plen)];
         Stream::unpack_scaled(raw, c0, acc);
+        if (it + 1 < iters) stream.load_from(lane_origin, it + 1, raw, state_aligned);
+        l2_lead(it);
         if constexpr (kBCopy)
           stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
         else
           stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);
+        if (write_state) stream.store(it, acc, state_aligned);
+        window_dots(it, acc);
       }
-      if (write_state) stream.store(it, acc, state_aligned);
-      window_dots(it, acc);
+    } else {
+      for (int it = 0; it < iters; ++it) {
+        uint4 next[U][KV];
+        if (it + 1 < iters) {
+          if constexpr (kVecStream)
+            stream.load_from(lane_origin, it + 1, next, state_aligned);
+          else
+            stream.load(it + 1, next, state_aligned);
+        }
+        l2_lead(it);
+
+        float acc[U][KV][VE];
+        if (n_upd == 0) {
+          Stream::unpack(raw, acc);  // c0 = 1 (non-flush rows, or nothing to fold)
+        } else {
+          float c0[U];  // each row's head's (an iteration may span both heads)
+#pragma unroll
+          for (int u = 0; u < U; ++u) c0[u] = c0_s[head_of_row<kHeads>(stream.row_of(it, u), plen)];
+          Stream::unpack_scaled(raw, c0, acc);
+          if constexpr (kBCopy)
+            stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
+          else
+            stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);
+        }
+        if (write_state) stream.store(it, acc, state_aligned);
+        window_dots(it, acc);
 
 #pragma unroll
-      for (int u = 0; u < U; ++u)
+        for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+          for (int k = 0; k < KV; ++k) raw[u][k] = next[u][k];
+      }
     }
   }
   __syncthreads();
