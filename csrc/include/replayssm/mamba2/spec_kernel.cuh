@@ -565,7 +565,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       // 256 nano 630-641 -> 619-624 us, super 673-677 -> 655-668, batch 512 -1 to -2 %; the cycle
       // nano 364-366 -> 360-360.5, super level (397-400); batch 1 +0.4-0.8 % (docs/perf-notes.md,
       // Mamba-2 spec verify, "Session 41"). Where rows that do not fold share the loop (acc is raw
-      // itself there), and at N = 256, that order raised ptxas's spills: those keep the copy.
+      // itself there), and at N = 256, that order raised ptxas's spills: those keep the copy. The
+      // two loops spell the scale and fold out each: shared as lambdas, they moved the register
+      // allocation of the other instances (T = 2 SASS no longer main's).
       for (int it = 0; it < iters; ++it) {
         float acc[U][KV][VE];
         float c0[U];  // each row's head's (an iteration may span both heads)
