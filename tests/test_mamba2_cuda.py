@@ -696,24 +696,28 @@ def test_spec_l2_lead_forms(geo, T, state, act, heads, paged, lead, monkeypatch)
 
 @spec_only
 @pytest.mark.parametrize("lead", ["0", "2"])
-@pytest.mark.parametrize("geo,act,heads", [
-    (NANO, "bf16", "2"),   # pairs: 160 rows, 10 iterations (the serving form)
-    (SUPER, "fp16", "1"),  # one head at a time, 64 rows
-    (WIDE, "fp32", "1"),   # N = 256; P = 48, not a multiple of an iteration's rows
-    (TINY, "bf16", "2"),   # N = 16: several rows per warp load
+@pytest.mark.parametrize("geo,act,heads,bcap,ring_extra", [
+    (NANO, "bf16", "2", 16, 0),   # pairs: 160 rows, 10 iterations (the serving form)
+    (SUPER, "fp16", "1", 16, 0),  # one head at a time, 64 rows
+    (WIDE, "fp32", "1", 16, 0),   # N = 256; P = 48, not a multiple of an iteration's rows
+    (TINY, "bf16", "2", 16, 0),   # N = 16: several rows per warp load
+    (SUPER, "bf16", "2", 8, 2),   # R = 14: the padded fold (B copy) reads 16 entries' room
+    (SUPER, "fp16", "1", 8, 3),   # R = 15
 ])
-def test_spec_vec_stream_forms(geo, act, heads, lead, monkeypatch):
+def test_spec_vec_stream_forms(geo, act, heads, bcap, ring_extra, lead, monkeypatch):
     """REPLAYSSM_M2_SPEC_VEC=1: the CUDA-core stream compiled for 16-byte aligned state views (fp32
     checkpoint, the 4-token tile; its sums presorted by token), forced so that the forms stay covered
     whatever the launcher's rule, with and without the L2 lead (whose bounds only thread 0 works out
     there). Against the recurrence over four flush cycles per row: varlen windows (n = 1..4: 3-token
     windows run in the same tile), padding, folds on demand, unpaged (aligned) caches, both
-    heads-per-CTA forms."""
+    heads-per-CTA forms, rings whose length is not a multiple of 4 (the folds of the 2-byte
+    activations read their entries in groups of four, padded with zeros: kSpecFoldPadded)."""
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_VEC", "1")
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_HEADS", heads)
     monkeypatch.setenv("REPLAYSSM_M2_SPEC_L2", lead)
-    cfg = _spec_cfg(Bcap=16, T=4, rows=3, spare_slots=1, steps=steps_for_cycles(16, 4, 3, cycles=4), state="fp32",
-                    act=act, paged=False, null_slot=0, fold_prob=0.03, pad_prob=0.1, seed=2000 + 10 * int(lead) + geo.N)
+    cfg = _spec_cfg(Bcap=bcap, T=4, ring_extra=ring_extra, rows=3, spare_slots=1,
+                    steps=steps_for_cycles(bcap, 4, 3, cycles=4), state="fp32", act=act, paged=False, null_slot=0,
+                    fold_prob=0.03, pad_prob=0.1, seed=2000 + 10 * int(lead) + geo.N + ring_extra)
     run_checked(Mamba2(geo), cfg)
 
 

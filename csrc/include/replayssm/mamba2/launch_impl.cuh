@@ -281,6 +281,7 @@ const char* spec_tiling(const ReplayParams& p, bool mma, SpecTiling* t) {
   const int heads_per_group = p.geo.H / p.geo.G;
   t->p_chunk = mma ? choose_p_chunk<kSpecMmaTileRows>(p.geo.P, heads_total) : choose_p_chunk<kRows>(p.geo.P, heads_total);
   constexpr int min_ctas = spec_min_ctas<kT>();
+  constexpr bool kPadFold = kSpecFoldPadded<Act, St, N, kT>;
   HeadPairing pairing{"REPLAYSSM_M2_SPEC_HEADS",
                       "REPLAYSSM_M2_SPEC_HEADS must be 1, 2 or 4",
                       "REPLAYSSM_M2_SPEC_HEADS=2 needs an even number of heads per group (nheads / ngroups)",
@@ -298,7 +299,7 @@ const char* spec_tiling(const ReplayParams& p, bool mma, SpecTiling* t) {
   pairing.min_quad_ctas_per_sm = 3 * min_ctas;
   if (const char* err = heads_per_cta(
           pairing,
-          [&](int h) { return SpecSmem(p.ring_len, t->p_chunk, N, kT, sizeof(Act), false, h, kRows, mma).total * 4; },
+          [&](int h) { return SpecSmem(p.ring_len, t->p_chunk, N, kT, sizeof(Act), false, h, kRows, mma, kPadFold).total * 4; },
           &t->heads))
     return err;
   if (t->heads > 1) t->p_chunk = p.geo.P;  // whole heads
@@ -329,9 +330,10 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
   if (const char* err = spec_vec_stream(kVecBuilt, mma, p.state_vec_aligned, &vec))
     return err;
   constexpr int kRows = spec_rows_per_iteration<St, N, kWarps, kT>();
-  const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads, kRows);
+  constexpr bool kPadFold = kSpecFoldPadded<Act, St, N, kT>;
+  const bool b_copy = !mma && spec_b_copy<kT>(p.ring_len, p_chunk, N, sizeof(Act), heads, kRows, kPadFold);
   const size_t smem =
-      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, kRows, mma).total) *
+      static_cast<size_t>(SpecSmem(p.ring_len, p_chunk, N, kT, sizeof(Act), b_copy, heads, kRows, mma, kPadFold).total) *
       sizeof(float);
   constexpr bool kCopyPossible = sizeof(Act) != 4;  // as for the replay kernel
   // The CUDA-core instance for the tiling, with (std::true_type) or without the aligned-view stream.

@@ -59,15 +59,19 @@ namespace replayssm::mamba2 {
 // iterations] in TileStream::grouped_row order; delta_k and the
 // fold weights s_k [heads][R] each; c1_i [heads][kT]; c0, A and D [heads] each; the state dot
 // products [kT][rows]; the fold's B_k in fp32 [R][N] when b_copy (spec_b_copy); then the staged
-// entries in the activation dtype, B_k [R][ldb] and x_k [heads][R][ldxr]. The tensor-core stream
+// entries in the activation dtype, B_k [R][ldb] and x_k [heads][R][ldxr]. With pad_fold
+// (kSpecFoldPadded) the left factors and the B copy have room for R - 1 rounded up to a multiple of
+// 4 rows: the padded fold reads its entries in whole groups of four. The tensor-core stream
 // (mma, spec_mma.cuh) folds from the staged entries directly: no left factors and no B copy, the
 // staged rows padded for ldmatrix (ldmatrix_row_stride); it adds the window's C as bf16 rows [8][ldc]
 // and 16 zero bytes for its ldmatrix rows past the history.
 struct SpecSmem {
   int wbc, bc, x, ldx, delta, fold_w, c1, c0, a_h, d_h, dot, b_f32, b_raw, ldb, x_raw, ldxr, c_tile, ldc, zeros, total;
   __host__ __device__ SpecSmem(int R, int p_chunk, int N, int kT, int act_bytes, bool b_copy, int heads,
-                               int rows_per_iter, bool mma = false) {
+                               int rows_per_iter, bool mma = false, bool pad_fold = false) {
     const int rows = heads * p_chunk;
+    // hist <= R - 1 (every row has a token): the padded fold reads up to round_up(R - 1, 4) entries.
+    const int fold_rows = pad_fold && (R + 2) / 4 * 4 > R ? (R + 2) / 4 * 4 : R;
     ldx = grouped_table_rows(rows, rows_per_iter);
     ldb = mma ? ldmatrix_row_stride(N) : N;
     ldxr = mma ? ldmatrix_row_stride(p_chunk) : p_chunk;
@@ -75,7 +79,7 @@ struct SpecSmem {
     wbc = 0;
     bc = floats_for(heads * R * kT, 4);
     x = bc + floats_for(R * kT, 4);
-    delta = x + (mma ? 0 : R * ldx);
+    delta = x + (mma ? 0 : fold_rows * ldx);
     fold_w = delta + heads * R;
     c1 = fold_w + heads * R;
     c0 = c1 + heads * kT;
@@ -83,7 +87,7 @@ struct SpecSmem {
     d_h = a_h + heads;
     dot = d_h + heads;
     b_f32 = floats_for(dot + kT * rows, 4);
-    b_raw = b_f32 + (b_copy ? R * N : 0);
+    b_raw = b_f32 + (b_copy ? fold_rows * N : 0);
     x_raw = b_raw + floats_for(R * ldb, act_bytes);
     c_tile = x_raw + floats_for(heads * R * ldxr, act_bytes);
     zeros = c_tile + (mma ? floats_for(8 * ldc, 2) : 0);
@@ -113,6 +117,15 @@ constexpr int spec_min_ctas() {
 template <typename Act, typename St, int N, int kT>
 inline constexpr bool kSpecVecStream = sizeof(St) == 4 && kT == 4 && !(sizeof(Act) == 4 && N <= 64);
 
+// The fold of the aligned-view stream's flush loop (N <= 128) from the fp32 B copy takes the
+// entries in whole groups of four (TileStream::add_rank_update_padded), the rows past hist zero in
+// the left factors and in the copy: no loop for the last hist % 4 entries, and the accumulators stay
+// in the loop's registers (sm_90a SASS of super's T = 4 pairs: that loop 515 -> 393 instructions,
+// its register moves 79 -> 28). The shared memory of these instances (copy or not: the launcher
+// decides the copy afterwards) rounds R up for it (SpecSmem's pad_fold).
+template <typename Act, typename St, int N, int kT>
+inline constexpr bool kSpecFoldPadded = kSpecVecStream<Act, St, N, kT> && N <= 128 && sizeof(Act) != 4;
+
 // State rows per thread and stream iteration: RowLayout's (16 state values), halved where the
 // window's kT C vectors over a lane's columns (kT kPerLane floats, held in registers) exceed 32
 // values, doubled for a 2-byte state at T = 1. Without the halving, T = 8 spilled within the 96
@@ -138,9 +151,11 @@ constexpr int spec_rows_per_iteration() {
 // Whether a launch's fold reads B_k from the fp32 copy (fold_b_copy_pays at spec_min_ctas CTAs per
 // SM); a kernel template argument, as for the replay kernel (replay_b_copy).
 template <int kT>
-__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes, int heads, int rows_per_iter) {
-  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false, heads, rows_per_iter);
-  return fold_b_copy_pays(without.total, R * N, act_bytes, spec_min_ctas<kT>());
+__host__ __device__ inline bool spec_b_copy(int R, int p_chunk, int N, int act_bytes, int heads, int rows_per_iter,
+                                            bool pad_fold) {
+  const SpecSmem without(R, p_chunk, N, kT, act_bytes, false, heads, rows_per_iter, false, pad_fold);
+  const SpecSmem with(R, p_chunk, N, kT, act_bytes, true, heads, rows_per_iter, false, pad_fold);
+  return fold_b_copy_pays(without.total, with.total - without.total, act_bytes, spec_min_ctas<kT>());
 }
 
 // kMma: the state stream on tensor cores (spec_mma.cuh; the launcher takes it where kSpecMma and
@@ -220,7 +235,7 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
       static_cast<int64_t>(t0) + n > sp.num_tokens)
     return;
 
-  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads, kRowsPerIter, kMma);
+  const SpecSmem lay(R, p_chunk, N, kT, sizeof(Act), kBCopy, heads, kRowsPerIter, kMma, kSpecFoldPadded<Act, St, N, kT>);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;    // [hh][k], row stride R
   float* const fold_w_s = smem + lay.fold_w;  // [hh][k], row stride R
@@ -450,7 +465,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     for (int e = e0 * kT + tid; e < n_ent * kT; e += kThreads) wbc_s[hh * R * kT + e] *= bc_s[e];
 
   // The fold's left factors s_j x_j[p] of every tile row (its head's weights) and its B_j in fp32
-  // (flush rows: entries < e0, disjoint from the replayed ones).
+  // (flush rows: entries < e0, disjoint from the replayed ones); for the padded fold
+  // (kSpecFoldPadded) up to fold_entries, zero past hist in both (the window's own B rows, past
+  // hist in the staging, never meet the fold: an inf there stays out of the checkpoint).
+  constexpr bool kPaddedFold = kSpecFoldPadded<Act, St, N, kT> && kVecStream && kBCopy;
+  const int fold_entries = kPaddedFold ? (hist + 3) / 4 * 4 : hist;
   if (flush) {
     if constexpr (!kMma) {
       // Every row of the last stream iteration is read with the others (one load per entry): the
@@ -462,16 +481,25 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
         const int hh = real ? head_of_row<kHeads>(pl, plen) : 0, pp = real ? pl - hh * plen : 0;
         float* const xg = x_s + Stream::grouped_row(pl);
 #pragma unroll 1
-        for (int j = 0; j < hist; ++j)
-          xg[j * ldx] = real ? fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]) : 0.f;
+        for (int j = 0; j < fold_entries; ++j) {
+          const bool live = kPaddedFold ? real && j < hist : real;
+          xg[j * ldx] = live ? fold_w_s[hh * R + j] * to_float(x_raw[(hh * R + j) * ldxr + pp]) : 0.f;
+        }
       }
     }
-    if constexpr (kBCopy)
+    if constexpr (kPaddedFold) {
+      for (int e = tid; e < fold_entries * N / 4; e += kThreads) {
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+        if (e < hist * N / 4) load_f32<Act, 4>(b_raw + 4 * e, v);
+        reinterpret_cast<float4*>(b_f32)[e] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    } else if constexpr (kBCopy) {
       for (int e = tid; e < hist * N / 4; e += kThreads) {
         float v[4];
         load_f32<Act, 4>(b_raw + 4 * e, v);
         reinterpret_cast<float4*>(b_f32)[e] = make_float4(v[0], v[1], v[2], v[3]);
       }
+    }
     // Only the fold reads, in the stream, what other threads just wrote (the weight products are
     // read after the stream's barrier): non-flush CTAs skip this barrier (flush is CTA-uniform).
     __syncthreads();
@@ -576,7 +604,9 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
         Stream::unpack_scaled(raw, c0, acc);
         if (it + 1 < iters) stream.load_from(lane_origin, it + 1, raw, state_aligned);
         l2_lead(it);
-        if constexpr (kBCopy)
+        if constexpr (kPaddedFold)
+          stream.add_rank_update_padded(it, fold_entries, b_f32, x_s, ldx, acc);
+        else if constexpr (kBCopy)
           stream.add_rank_update_grouped(it, n_upd, b_f32, x_s, ldx, acc);
         else
           stream.add_rank_update_grouped(it, n_upd, b_raw, x_s, ldx, acc);

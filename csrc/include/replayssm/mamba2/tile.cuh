@@ -380,29 +380,47 @@ struct TileStream {
   template <typename BT>
   __device__ __forceinline__ void add_rank_update_grouped(int it, int n_upd, const BT* b_s, const float* xg_s, int ldg,
                                                           float (&acc)[U][KV][VE]) const {
-    static_assert(U == 1 || U == 2 || U == 4, "one shared load of U floats");
     const float* xg = xg_s + it * kRowsPerIter + (warp * L::kRowsPerWarp + rw) * U;
-    for (int j = 0; j < n_upd; ++j, xg += ldg) {
-      float bj[KV][VE];
+    for (int j = 0; j < n_upd; ++j, xg += ldg) add_rank_one(b_s + j * N, xg, acc);
+  }
+
+  // acc[p][n] += sx[p] b[n] for this thread's U rows: one entry of the rank updates above, its U
+  // factors one shared load at xg.
+  template <typename BT>
+  __device__ __forceinline__ void add_rank_one(const BT* b, const float* xg, float (&acc)[U][KV][VE]) const {
+    static_assert(U == 1 || U == 2 || U == 4, "one shared load of U floats");
+    float bj[KV][VE];
 #pragma unroll
-      for (int k = 0; k < KV; ++k) load_f32<BT, VE>(b_s + j * N + L::n_of(lr, k, 0), bj[k]);
-      float sx[U];
-      if constexpr (U == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(xg);
-        sx[0] = v.x, sx[1] = v.y, sx[2] = v.z, sx[3] = v.w;
-      } else if constexpr (U == 2) {
-        const float2 v = *reinterpret_cast<const float2*>(xg);
-        sx[0] = v.x, sx[1] = v.y;
-      } else {
-        sx[0] = *xg;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int k = 0; k < KV; ++k)
-#pragma unroll
-          for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx[u], bj[k][e], acc[u][k][e]);
+    for (int k = 0; k < KV; ++k) load_f32<BT, VE>(b + L::n_of(lr, k, 0), bj[k]);
+    float sx[U];
+    if constexpr (U == 4) {
+      const float4 v = *reinterpret_cast<const float4*>(xg);
+      sx[0] = v.x, sx[1] = v.y, sx[2] = v.z, sx[3] = v.w;
+    } else if constexpr (U == 2) {
+      const float2 v = *reinterpret_cast<const float2*>(xg);
+      sx[0] = v.x, sx[1] = v.y;
+    } else {
+      sx[0] = *xg;
     }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < KV; ++k)
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[u][k][e] = fmaf(sx[u], bj[k][e], acc[u][k][e]);
+  }
+
+  // add_rank_update_grouped with the entries in whole groups of four (n_padded a multiple of 4,
+  // the factors of the padding entries zero and their B rows finite): one loop without a tail, so
+  // the accumulators stay in the loop's registers (kSpecFoldPadded in spec_kernel.cuh).
+  template <typename BT>
+  __device__ __forceinline__ void add_rank_update_padded(int it, int n_padded, const BT* b_s, const float* xg_s, int ldg,
+                                                         float (&acc)[U][KV][VE]) const {
+    const float* xg = xg_s + it * kRowsPerIter + (warp * L::kRowsPerWarp + rw) * U;
+#pragma unroll 1
+    for (int j0 = 0; j0 < n_padded; j0 += 4)
+#pragma unroll
+      for (int j = j0; j < j0 + 4; ++j) add_rank_one(b_s + j * N, xg + j * ldg, acc);
   }
 
   // acc = c0 * raw, in fp32.
