@@ -462,6 +462,32 @@ def test_spec_geometries(device, geo, rows, T, state, act, spec_heads):
 
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("geo,Bcap,rows", [
+    (QWEN4B, 16, 1),   # batch 1: each head split along V into tiles
+    (QWEN4B, 32, 6),   # histories past 16 entries: the tensor-core fold's second k-step
+    # K = 64. Its ring_g fails the tolerance rule at this seed (1.19e-6 against a bound of 1.06e-6,
+    # session 42), the fold aside: the kernels' fp32 g (token_log_decay: expf, log1pf) is up to 2.9x
+    # less accurate than the CPU PyTorch model's. g in fp64 passes but costs 5-7 % at batch 1
+    # (docs/perf-notes.md, GDN spec verify, "Session 42"). Strict: a fixed g makes this case fail.
+    pytest.param(SMALL, 16, 6, marks=pytest.mark.xfail(
+        strict=True, reason="GDN g (token_log_decay) in fp32 exceeds the flash-attention bound on ring_g here")),
+    (WIDE, 16, 3),     # K = 256: 8-row chunks (half an m16 tile)
+])
+@pytest.mark.parametrize("T", [2])  # the instance's window tile (spec_heads reads T)
+def test_spec_mma_fold_t2(device, geo, Bcap, rows, T, spec_heads):
+    """The 2-token window tile with an fp32 checkpoint and bf16 activations, whose window products
+    run on the CUDA cores and whose flush rows fold on tensor cores from a swizzled chunk
+    (kWindowMmaFoldOnly), while the rows that do not fold keep the plain chunk layout: paged caches,
+    flush cycles with windows of 1 or 2 tokens, random acceptance, padding and folds on demand."""
+    if spec_heads == "pairs" and (geo.HV // geo.H) % 2:
+        pytest.skip("one v-head per k-head: no pairs")
+    cfg = SimConfig(mode="spec", Bcap=Bcap, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(Bcap, T, rows),
+                    state="fp32", act="bf16", paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.03, pad_prob=0.1,
+                    device=device, seed=1900 + Bcap + rows)
+    run_checked(GDN(geo), cfg)
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("use_dt_bias,qk_l2norm", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("T", [2, 4])
 def test_spec_options(device, use_dt_bias, qk_l2norm, T, spec_heads):

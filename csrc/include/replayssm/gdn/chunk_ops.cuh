@@ -321,8 +321,8 @@ __device__ __forceinline__ void store_pair(ST* ptr, const float* in) {
 // chunk read a 16-byte zero block (s_zeros) instead of the ring, whose unused rows hold whatever
 // an earlier CTA left there. The chunk is in the swizzled layout (kSwizzleRows). Measured on the
 // decode flush step at batch 256, B = 16 (the row kernel): Qwen3.5-4B 394 -> 327 µs (the step
-// with no fold at all took 303), Qwen3.5-122B 776 -> 637 µs. The window kernel keeps the CUDA-core
-// fold (spec_kernel.cuh says why).
+// with no fold at all took 303), Qwen3.5-122B 776 -> 637 µs. The window kernel folds this way
+// where kWindowTensorCores or kWindowMmaFoldOnly (spec_kernel.cuh says where and why).
 template <int K, typename ST>
 __device__ __forceinline__ void fold_chunk_mma(ST* buf, int chunk_row0, int rows, float decay, int n,
                                                const float* s_weight, const __nv_bfloat16* s_ring_k,

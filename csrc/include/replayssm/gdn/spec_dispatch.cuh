@@ -86,7 +86,7 @@ struct WindowLauncher {
       const int stages =
           heads == 2 ? window_stages<2, kT, K, ST, kTensorCores>() : window_stages<1, kT, K, ST, kTensorCores>();
       return window_smem(kSpec, kTensorCores, p.ring_len, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                         static_cast<int>(sizeof(AT)), heads, stages, regs)
+                         static_cast<int>(sizeof(AT)), heads, stages, regs, kWindowMmaFoldOnly<WM, kT, ST, AT>)
                  .total *
              static_cast<int>(sizeof(float));
     };

@@ -91,11 +91,26 @@ constexpr bool kWindowTensorCores = WM == WindowMode::kSpecVerify && std::is_sam
                                     ((std::is_same_v<ST, float> && kT >= 4) ||
                                      (std::is_same_v<ST, __nv_bfloat16> && kT >= 2));
 
+// Whether an instance that takes its window products on the CUDA cores folds on tensor cores
+// (fold_chunk_mma, from a swizzled chunk, as the kWindowTensorCores instances fold): the 2-token
+// tile of an fp32 checkpoint with bf16 activations. Its two products per state row stay cheaper on
+// the CUDA cores, but its CUDA-core fold made its flush step the slowest of any window tile, and
+// slower than the per-draft snapshots'. H200, B = 16, all accepted, three processes per build
+// (session 42), CUDA-core -> tensor-core fold: Qwen3.5-4B batch 256 flush step 462.7 -> 396.3 us,
+// cycle 223.0 -> 213.1; Qwen3.5-122B 895.9 -> 760.0 and 426.1 -> 407.9; batch 1 cycle +0.7 / +2.1 %
+// (the non-flush steps share the loop and its registers). At T = 1 the tensor-core fold in this
+// loop measured slower (199 vs 182 us, Qwen3.5-4B, batch 256): not taken there.
+template <WindowMode WM, int kT, typename ST, typename AT>
+constexpr bool kWindowMmaFoldOnly = WM == WindowMode::kSpecVerify && std::is_same_v<AT, __nv_bfloat16> &&
+                                    std::is_same_v<ST, float> && kT == 2;
+
 // heads: v-heads per CTA (1, or 2 of one k-head with whole V: kHeads of gdn_window_kernel). The
 // sections marked "per head" repeat for each; "rows" is heads * tile_rows, the CTA's state rows.
+// mma_fold_only: kWindowMmaFoldOnly (the zero block of the tensor-core fold, without the partial sums).
 __host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, int ring_len, int T, int tile_rows,
                                                   int K, int state_bytes, int act_bytes, int heads = 1,
-                                                  int stages = kWindowStages, bool reg_stream = false) {
+                                                  int stages = kWindowStages, bool reg_stream = false,
+                                                  bool mma_fold_only = false) {
   const int R = spec ? ring_len : 0;
   const int TT = round4(T * T);
   const int rows = heads * tile_rows;
@@ -122,7 +137,7 @@ __host__ __device__ inline WindowSmem window_smem(bool spec, bool tensor_cores, 
   // Tensor cores: 16 zero bytes (the fold's ring rows past the history) and two chunks' partial
   // window products per warp (WindowMma::part_floats; ping-pong, so summing chunk c - 1 needs no
   // barrier of its own).
-  s.zeros = at, at += tensor_cores ? 4 : 0;
+  s.zeros = at, at += tensor_cores || mma_fold_only ? 4 : 0;
   s.part = at, at += tensor_cores && !reg_stream ? 2 * kWarps * stage_rows(tile_rows, K, state_bytes) * 8 * ((2 * T + 7) / 8) : 0;
   // Register stream: the window's 2T vectors as bf16 hi and lo rows (window_split_stage).
   s.win_split = at, at += reg_stream ? window_split_floats(2 * T, K) : 0;
@@ -207,6 +222,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   static_assert(kHeads == 1 || (kHeads == 2 && kSpec && kT <= kMaxPairTokens),
                 "kHeads: 1, or 2 for the spec verify of up to kMaxPairTokens tokens");
   constexpr bool kTensorCores = kWindowTensorCores<WM, kT, ST, AT>;
+  constexpr bool kMmaFoldOnly = kWindowMmaFoldOnly<WM, kT, ST, AT>;
   static_assert(!kRegStream || kWindowRegStreamBuilt<kSpec, kT, ST, AT>, "kRegStream: the kWindowRegStreamBuilt instances");
   static_assert(kMinCtas == kWindowMinCtas || (kRegStream && kMinCtas == kWindowRegAltCtas),
                 "kMinCtas: kWindowMinCtas, or kWindowRegAltCtas for the register stream");
@@ -335,6 +351,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   static_assert(kStageBytes / 16 % kThreads == 0, "kPieceRounds rounds of kThreads pieces cover a stage buffer");
   constexpr int kPieceRounds = kStageBytes / 16 / kThreads;
   constexpr int kSwz = kTensorCores ? kSwizzleRows - 1 : 0;
+  // kMmaFoldOnly: only the chunks of a folding CTA are swizzled (fold is final here), for
+  // fold_chunk_mma; the others keep the plain layout of the CUDA-core products.
+  const int swz = kMmaFoldOnly && fold ? kSwizzleRows - 1 : kSwz;
   const int chunk_pieces = rows_per_stage * K / kPer16;
   const int piece_row = threadIdx.x / kRowPieces;
   const ST* const thread_src = state_head + static_cast<int64_t>(v0) * K + threadIdx.x * kPer16;
@@ -346,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       ST* const dst = stage_base + (c % kBuffers) * rows_per_stage * K;
 #pragma unroll
       for (int m = 0; m < kPieceRounds; ++m) {
-        const int key = (piece_row + m * (kThreads / kRowPieces)) & kSwz;
+        const int key = (piece_row + m * (kThreads / kRowPieces)) & swz;
         if (threadIdx.x + m * kThreads < chunk_pieces)
           cp_async16(dst + ((threadIdx.x ^ key) + m * kThreads) * kPer16, src + m * kThreads * kPer16);
       }
@@ -357,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     cp_async_commit();
   };
   const WindowSmem lay = window_smem(kSpec, kTensorCores, R, T, tile_rows, K, static_cast<int>(sizeof(ST)),
-                                     static_cast<int>(sizeof(AT)), kHeads, kBuffers, kRegStream);
+                                     static_cast<int>(sizeof(AT)), kHeads, kBuffers, kRegStream, kMmaFoldOnly);
   AT* const s_ring_k_raw = reinterpret_cast<AT*>(smem + lay.ring_k_raw);
   AT* const s_ring_u_raw = reinterpret_cast<AT*>(smem + lay.ring_u_raw);
   float* const s_ring_g = smem + lay.ring_g;
@@ -389,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   int32_t* const s_target = reinterpret_cast<int32_t*>(smem + lay.target);
   float* const s_zeros = smem + lay.zeros;
   float* const s_part = smem + lay.part;
-  if (kTensorCores && threadIdx.x < 4) s_zeros[threadIdx.x] = 0.f;  // published by the barrier after the ring wait
+  if ((kTensorCores || kMmaFoldOnly) && threadIdx.x < 4) s_zeros[threadIdx.x] = 0.f;  // published by the barrier after the ring wait
 
   // The kDots dot products of this lane's kElems columns of x with the window's k̂_i (m < kT) and
   // q̂_i (m = kT + i), reduced over the row group: v[m'] then holds sum first_sum + m' (LaneSums).
@@ -747,18 +766,23 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       const int hh = chunk_head(chunk);
       const float eGh = kSpec ? s_scalars[hh] : 1.f;
       if (kSpec && fold) {
-        // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory, on the CUDA
-        // cores. With bf16 activations and T <= 2 the tensor-core fold is possible but measured
-        // slower (Qwen3.5-4B, batch 256: T = 1 199 vs 182 µs, with its registers in this loop).
-        fold_chunk_fma<K, ST, AT>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage, eGh, nh,
-                                  s_weight + hh * R4, s_ring_k_raw, s_ring_u_raw + hh * R * tile_rows, tile_rows);
+        // S_base = e^Gh S0 + sum_j (e^(Gh-Gh_j) u_j) k_j^T on the chunk, in shared memory: on tensor
+        // cores where kMmaFoldOnly, else on the CUDA cores.
+        if constexpr (kMmaFoldOnly)
+          fold_chunk_mma<K, ST>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage, eGh, nh,
+                                s_weight + hh * R4, reinterpret_cast<const __nv_bfloat16*>(s_ring_k_raw),
+                                reinterpret_cast<const __nv_bfloat16*>(s_ring_u_raw + hh * R * tile_rows), tile_rows,
+                                reinterpret_cast<const __nv_bfloat16*>(s_zeros));
+        else
+          fold_chunk_fma<K, ST, AT>(buf, (chunk - hh * chunks_per_head) * rows_per_stage, rows_per_stage, eGh, nh,
+                                    s_weight + hh * R4, s_ring_k_raw, s_ring_u_raw + hh * R * tile_rows, tile_rows);
         __syncthreads();  // the row groups below read other threads' columns
       }
       for (int gi = warp; gi < groups_per_stage; gi += kWarps) {  // warp-uniform
         const int rr = gi * kRowsPerWarp + grp;    // row within the chunk
         const int vl = chunk * rows_per_stage + rr;  // row within the CTA's rows
         float s[kElems];
-        load_state_row<K, ST>(buf + rr * K, sub, 0, s);
+        load_state_row<K, ST>(buf + rr * K, sub, kMmaFoldOnly && fold ? rr & (kSwizzleRows - 1) : 0, s);
         const int64_t row_off = static_cast<int64_t>(v0 + vl) * K;
 
         if constexpr (kSpec) {
