@@ -120,9 +120,11 @@ inline constexpr bool kSpecVecStream = sizeof(St) == 4 && kT == 4 && !(sizeof(Ac
 // The fold of the aligned-view stream's flush loop (N <= 128) from the fp32 B copy takes the
 // entries in whole groups of four (TileStream::add_rank_update_padded), the rows past hist zero in
 // the left factors and in the copy: no loop for the last hist % 4 entries, and the accumulators stay
-// in the loop's registers (sm_90a SASS of super's T = 4 pairs: that loop 515 -> 393 instructions,
-// its register moves 79 -> 28). The shared memory of these instances (copy or not: the launcher
-// decides the copy afterwards) rounds R up for it (SpecSmem's pad_fold).
+// in the loop's registers (sm_90a SASS of super's T = 4 pairs: that loop 515 -> 363 instructions,
+// its register moves 79 -> 8). H200, B = 16, T = 4, batch 256, three processes per build: super's
+// flush step 645-649 -> 610-618 us, its cycle 396 -> 389.4-390.1; nano level; batch 1 +0.3-0.6 %
+// (docs/perf-notes.md, Mamba-2 spec verify, "Session 42"). The shared memory of these instances
+// (copy or not: the launcher decides the copy afterwards) rounds R up for it (SpecSmem's pad_fold).
 template <typename Act, typename St, int N, int kT>
 inline constexpr bool kSpecFoldPadded = kSpecVecStream<Act, St, N, kT> && N <= 128 && sizeof(Act) != 4;
 
