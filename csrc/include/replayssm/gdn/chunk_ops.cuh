@@ -150,8 +150,6 @@ __device__ __forceinline__ float group_sum(float x) {
   return x;
 }
 
-__device__ __forceinline__ float softplus20(float x) { return x > 20.f ? x : log1pf(expf(x)); }
-
 __host__ __device__ inline int round4(int x) { return (x + 3) & ~3; }
 
 // Rows of S per pipeline stage (a power of two dividing tile_rows, as tile_rows is).
@@ -223,13 +221,50 @@ __device__ __forceinline__ void load_ring_k_cols(const AT* ring_k_row, bool live
   }
 }
 
-// The log decay g = -exp(A_log) softplus(a + dt_bias) of one token and v-head.
-__device__ __forceinline__ float token_log_decay(const GdnParams& p, int hv, float a_in) {
-  const float dt = a_in + (p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f);
-  return -expf(p.A_log[hv]) * softplus20(dt);
+// What one token's gates at one v-head are made of: a and b as stored (converted where they are
+// used: a conversion next to its load makes the warp wait there for the data), and the head's
+// dt_bias (0 without one) and A_log. Requested together (load_gate_token and load_gate_head), ahead
+// of the fp64 chain of token_log_decay: loaded inside it, A_log and dt_bias had put a memory
+// latency in front of it.
+template <typename AT>
+struct GateInputs {
+  AT a, b;
+  float dt_bias, A_log;
+};
+
+template <typename AT>
+__device__ __forceinline__ void load_gate_token(const GdnParams& p, int64_t tok, int hv, GateInputs<AT>& in) {
+  in.a = static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv];
+  in.b = static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv];
 }
 
-__device__ __forceinline__ float token_beta(float b_in) { return 1.f / (1.f + expf(-b_in)); }
+template <typename AT>
+__device__ __forceinline__ void load_gate_head(const GdnParams& p, int hv, GateInputs<AT>& in) {
+  in.dt_bias = p.dt_bias != nullptr ? p.dt_bias[hv] : 0.f;
+  in.A_log = p.A_log[hv];
+}
+
+// The log decay g = -exp(A_log) softplus(a + dt_bias) of one token and v-head (softplus: the
+// argument itself above 20), in fp64 and rounded once. g is what the ring keeps (ring_g) and what
+// every decay weight is made of. In fp32 (expf within 2 ulp, then log1pf, then the product) its
+// error reached 2.9x that of the same-precision PyTorch model, past the flash-attention rule's
+// bound (test_spec_mma_fold_t2, K = 64: 1.19e-6 against 2 x 4.1e-7 + 2.4e-7, session 42). The
+// fp64 chain is long (two exponentials and a log1p, ~0.3-0.45 us): the kernels run it in one
+// thread per (token, v-head), on inputs requested before the ring's, so that it overlaps the
+// ring's memory latency (in every thread, on inputs requested after the ring's, it cost 5-7 % at
+// batch 1).
+template <typename AT>
+__device__ __forceinline__ float token_log_decay(const GateInputs<AT>& in) {
+  const double dt = static_cast<double>(Elem<AT>::to_f32(in.a)) + static_cast<double>(in.dt_bias);
+  const double softplus = dt > 20.0 ? dt : log1p(exp(dt));
+  return static_cast<float>(-exp(static_cast<double>(in.A_log)) * softplus);
+}
+
+// The write strength beta = sigmoid(b).
+template <typename AT>
+__device__ __forceinline__ float token_beta(const GateInputs<AT>& in) {
+  return 1.f / (1.f + expf(-Elem<AT>::to_f32(in.b)));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Warp 0 only: the history weights e^(G - G_j) = exp(sum_{i > j} g_i) as exclusive suffix sums,

@@ -86,6 +86,13 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   const int tile = blockIdx.x;
   const int hv = blockIdx.y;
   const int row = blockIdx.z;
+  // The token's gates (g in fp64: token_log_decay) are computed by this one thread, whose inputs
+  // are requested first, beside the slot; the others read e^g and beta from shared memory after
+  // the next barrier.
+  const bool gate_thread = threadIdx.x == kThreads - 32;  // lane 0 of the last warp (warp 0 does history_weights)
+  GateInputs<AT> gate_in{};
+  if constexpr (kToken)
+    if (gate_thread) load_gate_token(p, row, hv, gate_in), load_gate_head(p, hv, gate_in);
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
   const int h = hv / (p.HV / p.H);
@@ -115,17 +122,16 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   float* const s_vin = smem + lay.vin;
   float* const s_y = smem + lay.y;
   float* const s_u = smem + lay.u;
-  float* const s_scalars = smem + lay.scalars;  // [0] = e^G
+  float* const s_scalars = smem + lay.scalars;  // [0] = e^G, [1] = e^g, [2] = beta
   float* const s_zeros = smem + lay.zeros;
   if (kRing && threadIdx.x < 4) s_zeros[threadIdx.x] = 0.f;  // published by the barrier after the ring wait
 
-  // ---- loads, all issued before anything waits: the token's q, k, a, b (registers), then, once
+  // ---- loads, all issued before anything waits: the token's q, k (registers), then, once
   // the cursors are known, the ring entries (cp.async group 0) and the first state chunks (groups
   // 1 .. kStages - 1). The ring goes first so the per-row vector work can start as soon as it
   // lands, with the state chunks still in flight (issuing the state first, before the cursor
   // loads, measured slower: the ring then waits behind it).
   float kh[kElems], qh[kElems];
-  float a_in = 0.f, b_in = 0.f;
   if constexpr (kToken) {
     const AT* qrow = static_cast<const AT*>(p.q) + row * p.q_row_stride + static_cast<int64_t>(h) * K;
     const AT* krow = static_cast<const AT*>(p.k) + row * p.k_row_stride + static_cast<int64_t>(h) * K;
@@ -134,8 +140,6 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
       load_f32<AT, kVec>(qrow + col(c), &qh[c * kVec]);
       load_f32<AT, kVec>(krow + col(c), &kh[c * kVec]);
     }
-    a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[row * p.a_row_stride + hv]);
-    b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[row * p.b_row_stride + hv]);
   }
   int n = 0, start = 0;
   bool fold = M == Mode::kFold;
@@ -216,9 +220,16 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
 #pragma unroll
     for (int e = 0; e < kElems; ++e) kq += kh[e] * qh[e];
     kq = group_sum<kLanes>(kq);
-    g = token_log_decay(p, hv, a_in);
-    eg = expf(g);
-    beta = token_beta(b_in);
+    if (gate_thread) {
+      g = token_log_decay(gate_in);
+      s_scalars[1] = expf(g);
+      s_scalars[2] = token_beta(gate_in);
+    }
+    if constexpr (!kRing) {  // the ring's barrier publishes them otherwise
+      __syncthreads();
+      eg = s_scalars[1];
+      beta = s_scalars[2];
+    }
   }
 
   // ---- the ring: k_j dot products (one row group per entry) and the decay weights.
@@ -247,6 +258,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
     }
     __syncthreads();
     eG = s_scalars[0];
+    if constexpr (kToken) eg = s_scalars[1], beta = s_scalars[2];
 
     // Per tile row: the history terms (non-flush decode rows); the state stream's first barrier
     // publishes them.
@@ -347,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
     }
     if constexpr (M == Mode::kDecode) {
       if (tile == 0) {
-        if (threadIdx.x == 0)
+        if (gate_thread)
           p.ring_g[static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R + p_new] = g;
         // k is shared by the v-heads of a k-group: the group's first v-head appends it.
         if (hv % (p.HV / p.H) == 0 && warp == 0 && grp == 0) {

@@ -296,6 +296,23 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   // Outside the contract (only a caller bug produces it; checking would need a host sync): skipped.
   if (n < 1 || n > p.max_tokens || n > T) return;
   const int h = hv0 / (p.HV / p.H);
+  // The window's gates: lane idx < kHeads n of the last warp takes head idx / n, token idx % n. Its
+  // inputs are requested here, beside the cursors, so that g's fp64 chain (token_log_decay) can run
+  // while the ring is on its way (g in fp64 from loads issued after the ring's cost the T = 4 step
+  // 5.7 % at batch 1); warps 0 .. kHeads - 1 take the history weights after the ring wait. At T = 1
+  // the head's dt_bias and A_log are requested at the chain instead: requested here too, they took
+  // the v-head pair instance from 96 to 100 registers and the T = 1 cycle at batch 256 lost 3 % (its
+  // flush step 5.8 %), where requested at the chain it is level (Qwen3.5-4B, session 43).
+  static_assert(kHeads * kMaxSpecTokens <= 32, "one gate lane of the last warp per (head, token)");
+  const bool gate = warp == kWarps - 1 && lane < kHeads * n;
+  const int gate_head = kHeads > 1 && lane >= n ? 1 : 0;
+  const int gate_token = lane - gate_head * n;
+  GateInputs<AT> gate_in{};
+  constexpr bool kGateHeadFirst = kT != 1;
+  if (gate) {
+    load_gate_token(p, tok0 + gate_token, hv0 + gate_head, gate_in);
+    if constexpr (kGateHeadFirst) load_gate_head(p, hv0 + gate_head, gate_in);
+  }
   const int R = p.ring_len;
 
   if constexpr (kSpec) {
@@ -466,9 +483,19 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   }
 
   // The window's token inputs into shared memory: q̂_i and k̂_i (warp w takes tokens w, w + kWarps,
-  // ...; lane l holds elements l + 32 e), the gates (thread idx: head idx / n, token idx % n; with
-  // them the snapshot targets) and v of the CTA's rows (row vl is element hv0 V + v0 + vl of a
-  // token's (HV, V) v; the heads are adjacent, kHeads == 2 only with v0 = 0 and tile_rows = V).
+  // ...; lane l holds elements l + 32 e), the gates (the gate lanes, above: g, beta, e^g; the
+  // snapshot targets, thread i token i) and v of the CTA's rows (row vl is element hv0 V + v0 + vl
+  // of a token's (HV, V) v; the heads are adjacent, kHeads == 2 only with v0 = 0 and
+  // tile_rows = V).
+  auto store_gates = [&] {
+    if (gate) {
+      if constexpr (!kGateHeadFirst) load_gate_head(p, hv0 + gate_head, gate_in);
+      const float g = token_log_decay(gate_in);
+      s_g[gate_head * tok_step + gate_token] = g;
+      s_beta[gate_head * tok_step + gate_token] = token_beta(gate_in);
+      s_eg[gate_head * tok_step + gate_token] = expf(g);
+    }
+  };
   if constexpr (kSpec && kT >= 2 && kT <= 4) {
     // Every load first, then every use: as one loop per input (each waiting for its own loads
     // before the next loop's were issued) the prologue waited three to four memory latencies here,
@@ -485,41 +512,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e) q_raw[e] = qrow[lane + 32 * e], k_raw[e] = krow[lane + 32 * e];
     };
-    auto gate_head = [&](int idx) { return kHeads > 1 && idx >= n ? 1 : 0; };
-    auto load_gate = [&](int idx, AT& a_raw, AT& b_raw) {
-      const int hh = gate_head(idx), i = idx - hh * n;
-      const int hv = hv0 + hh;
-      const int64_t tok = tok0 + i;
-      a_raw = static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv];
-      b_raw = static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv];
-    };
-    auto store_gate = [&](int idx, AT a_raw, AT b_raw) {
-      const int hh = gate_head(idx), i = idx - hh * n;
-      const int hv = hv0 + hh;
-      const float g = token_log_decay(p, hv, Elem<AT>::to_f32(a_raw));
-      s_g[hh * tok_step + i] = g;
-      s_beta[hh * tok_step + i] = token_beta(Elem<AT>::to_f32(b_raw));
-      s_eg[hh * tok_step + i] = expf(g);
-    };
     auto load_v = [&](int vl, int i) {
       return static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl];
     };
     constexpr int kTokPerWarp = (kT + kWarps - 1) / kWarps;
     constexpr int kVRounds = 2;
-    static_assert(kHeads * kT <= kThreads, "one gate pair per thread");
     AT q_raw[kTokPerWarp][kPerLane], k_raw[kTokPerWarp][kPerLane];
 #pragma unroll
     for (int t = 0; t < kTokPerWarp; ++t)
       if (warp + t * kWarps < n) load_qk(warp + t * kWarps, q_raw[t], k_raw[t]);
-    const bool gate = threadIdx.x < kHeads * n;
-    AT a_raw, b_raw;
-    if (gate) load_gate(threadIdx.x, a_raw, b_raw);
     AT v_raw[kVRounds][kT];
 #pragma unroll
     for (int r = 0; r < kVRounds; ++r)
 #pragma unroll
       for (int i = 0; i < kT; ++i)
         if (threadIdx.x + r * kThreads < rows && i < n) v_raw[r][i] = load_v(threadIdx.x + r * kThreads, i);
+    store_gates();  // first: its inputs came a memory latency before the tokens'
 #pragma unroll
     for (int t = 0; t < kTokPerWarp; ++t)
       if (warp + t * kWarps < n)
@@ -527,7 +535,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
                                [&](int e) { return k_raw[t][e]; }, s_win_q, s_win_k);
     // Window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing.
     for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
-    if (gate) store_gate(threadIdx.x, a_raw, b_raw);
 #pragma unroll
     for (int r = 0; r < kVRounds; ++r)
 #pragma unroll
@@ -543,8 +550,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     // registers (sm_90a, session 31). These loops stay clear of the T = 2 / 4 branch's lambdas on
     // purpose: sharing them (session 32's first try; even lambdas defined before the branch and
     // unused in it) changed the SASS of every T = 1 / 8 instance, and T = 8 measured 0.9-1.7 %
-    // slower at batch 256 / 512. As written here, store_window_qk included, they compile to the
-    // SASS they had before (sm_90a, session 32).
+    // slower at batch 256 / 512 (store_gates, shared since session 43, is the exception).
+    store_gates();  // first: its inputs came a memory latency before the tokens'
     for (int i = warp; i < n; i += kWarps) {
       const int64_t tok = tok0 + i;
       const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
@@ -554,18 +561,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     }
     if constexpr (kSpec)  // window rows n .. kT-1: zeros, so the unrolled dot products past n add nothing
       for (int idx = n * K + threadIdx.x; idx < kT * K; idx += kThreads) s_win_q[idx] = 0.f, s_win_k[idx] = 0.f;
-    for (int idx = threadIdx.x; idx < kHeads * n; idx += kThreads) {
-      const int hh = kHeads > 1 && idx >= n ? 1 : 0, i = idx - hh * n;
-      const int hv = hv0 + hh;
-      const int64_t tok = tok0 + i;
-      const float a_in = Elem<AT>::to_f32(static_cast<const AT*>(p.a)[tok * p.a_row_stride + hv]);
-      const float b_in = Elem<AT>::to_f32(static_cast<const AT*>(p.b)[tok * p.b_row_stride + hv]);
-      const float g = token_log_decay(p, hv, a_in);
-      s_g[hh * tok_step + i] = g;
-      s_beta[hh * tok_step + i] = token_beta(b_in);
-      s_eg[hh * tok_step + i] = expf(g);
-      if constexpr (!kSpec) s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
-    }
+    if constexpr (!kSpec)
+      for (int i = threadIdx.x; i < n; i += kThreads)
+        s_target[i] = p.snapshot_slots[static_cast<int64_t>(row) * p.snapshot_stride + i];
     for (int vl = threadIdx.x; vl < rows; vl += kThreads)
       for (int i = 0; i < n; ++i)
         s_win_v[i * rows + vl] = Elem<AT>::to_f32(
