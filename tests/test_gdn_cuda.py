@@ -881,8 +881,7 @@ def test_ring_g_rounded_once(device, T, spec_heads):
         torch.ops.replayssm.gdn_spec_verify(*args, T, None)
     else:
         torch.ops.replayssm.gdn_decode(*args, None)
-    x = a.double().cpu() + dt_bias.double().cpu()
-    softplus = torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+    softplus = helpers.softplus20(a.double().cpu() + dt_bias.double().cpu())
     want = (-torch.exp(A_log.double().cpu()) * softplus).float()  # (L, HV)
     got = torch.cat([ring_g[s, :, :n].T.cpu() for s, n in zip(range(1, batch + 1), ns)])
     assert got.shape == want.shape
