@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# docs/prepared/gdn-warp-rows.patch measured and checked: the GDN window kernel's CTAs that do not
-# fold, at the 4-token tile with an fp32 checkpoint, bf16 activations and K = 128, stream whole rows
-# per warp (WindowRowsMma: no CTA barrier, partial sums or finish pass per chunk).
+# docs/prepared/gdn-warp-rows.patch measured and checked: the GDN window kernel's CTAs at the 4-token
+# tile with an fp32 checkpoint, bf16 activations and K = 128 stream whole rows per warp
+# (WindowRowsMma: no CTA barrier, partial sums or finish pass per chunk; folding CTAs fold each unit
+# in the warp's own slot). The A/B includes the gdn section: the patch moves fold_chunk_mma's body
+# into fold_tile_mma, which leaves the rows kernel's SASS the same length but rescheduled.
 # Prepare where the git history is: scripts/ab_bench.sh --prepare HEAD; git apply
 # docs/prepared/gdn-warp-rows.patch; cp docs/prepared/gdn-warp-rows.sh scripts/. Then on the GPU
 # machine, two calls (carry .whl, ab_base):
@@ -17,7 +19,7 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/
 t0=$SECONDS
 long_runs="test_spec_long_run and 4-fp32-bf16"
 if [[ ${MODE:-ab} == ab ]]; then
-  args="--sections spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --spec-tokens 2,4,8 --accept all,mean2.5 --spec-phases --batches 1,8,64,256,512 --budget-s 90"
+  args="--sections gdn,spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --spec-tokens 2,4,8 --accept all,mean2.5 --spec-phases --batches 1,8,64,256,512 --budget-s 100"
   mkdir -p "$OUT/ab"
   OUT=$OUT/ab BUILD_TIMEOUT=250 BENCH_TIMEOUT=140 bash scripts/ab_bench.sh $args > "$OUT/ab.txt" 2>&1
   grep -E 'rc=|built|FAILED' "$OUT/ab.txt"; grep '^gates:' "$OUT/ab.txt" | cut -c1-160

@@ -2,7 +2,8 @@
 # cp.async copies into the swizzled slot, the reads of WindowRowsMma::unit, the B fragments through
 # bfrag ([q][w/4][lane][w%4]), m16n8k16 bf16 fragment semantics (PTX ISA), and the outputs' (row,
 # output) mapping; checks the products S . W^T of every row against fp64 (K = 128, kOut = 8, rows 64
-# and 256).
+# and 256). Then the folding CTAs' addressing: fold_tile_mma's accumulator pairs on a unit slot and
+# store_unit's copies back to the state, for every quarter.
 import numpy as np
 rng = np.random.default_rng(1)
 K, kWarps, kOut = 128, 4, 8
@@ -71,3 +72,35 @@ def run(rows):
     return np.max(np.abs(out - ref) / scale)
 for rows in (64, 256):
     err = run(rows); print(rows, f"{err:.2e}"); assert err < 2 ** -15
+
+# The fold's addressing on a unit (fold_tile_mma with ld = kUnitCols, c0 = buf_c0 = 32 q): lane (g, t)'s
+# accumulator pair of n-tile nt in rows g and g + 8 must be the unit slot's copy of state columns
+# c, c + 1 (c = 32 q + 8 nt + 2 t) of those rows, where issue_unit put them.
+kVec = 4
+for q in range(kWarps):
+    S = rng.standard_normal((16, K)).astype(np.float32)
+    slot = np.zeros(16 * kUnitCols, np.float32)
+    for lane in range(32):
+        r0, pc = lane // kRowPieces, lane % kRowPieces
+        lsrc = r0 * K + 4 * pc; ldst = [r0 * kUnitCols + 4 * (pc ^ r0), r0 * kUnitCols + 4 * (pc ^ (r0 + 4))]
+        for j in range(16 * kUnitCols // 4 // 32):
+            so = q * kUnitCols + lsrc + 4 * j * K; d = ldst[j & 1] + 4 * j * kUnitCols
+            slot[d:d + 4] = S.reshape(-1)[so:so + 4]
+    c0 = buf_c0 = q * kUnitCols
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for nt in range(kUnitCols // 8):
+            c = c0 + nt * 8 + 2 * t
+            for r in (g, g + 8):
+                at = r * kUnitCols + ((c // kVec) ^ g) * kVec - buf_c0 + c % kVec
+                assert slot[at] == S[r, c] and slot[at + 1] == S[r, c + 1], (q, lane, nt, r)
+    # store_unit: the reverse copies put every element back in place.
+    back = np.zeros(16 * K, np.float32)
+    for lane in range(32):
+        r0, pc = lane // kRowPieces, lane % kRowPieces
+        lsrc = r0 * K + 4 * pc; ldst = [r0 * kUnitCols + 4 * (pc ^ r0), r0 * kUnitCols + 4 * (pc ^ (r0 + 4))]
+        for j in range(16 * kUnitCols // 4 // 32):
+            so = q * kUnitCols + lsrc + 4 * j * K; d = ldst[j & 1] + 4 * j * kUnitCols
+            back[so:so + 4] = slot[d:d + 4]
+    assert np.array_equal(back.reshape(16, K)[:, c0:c0 + kUnitCols], S[:, c0:c0 + kUnitCols])
+print("fold addressing and store_unit: every quarter's unit maps back exactly")
