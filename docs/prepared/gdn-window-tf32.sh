@@ -8,12 +8,7 @@
 # docs/prepared/gdn-window-tf32.patch; cp docs/prepared/gdn-window-tf32.sh scripts/. Then on the GPU
 # machine: bash scripts/gdn-window-tf32.sh (carry .whl, ab_base). Written in session 44, whose call
 # of it was lost when the machine stopped answering.
-set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0a MAX_JOBS=16 REPLAYSSM_FAMILIES=gdn
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; export PYTHONPATH=/tmp/site
-t0=$SECONDS
+cd "$(dirname "${BASH_SOURCE[0]}")/.." && source scripts/device_env.sh || exit 1
 args="--sections spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --spec-tokens 2,4,8 --accept all --spec-phases --batches 1,64,256,512 --budget-s 70"
 mkdir -p "$OUT/ab"
 OUT=$OUT/ab BUILD_TIMEOUT=250 BENCH_TIMEOUT=120 bash scripts/ab_bench.sh $args > "$OUT/ab.txt" 2>&1

@@ -10,6 +10,14 @@ K, kWarps, kOut = 128, 4, 8
 kUnitCols = K // kWarps; kRowPieces = kUnitCols // 4; kWarpPieces = K // 4 // kWarps
 kHalves = 2 if kWarpPieces >= 8 else 1; kBlockPieces = 4 * kHalves; kBlocks = kWarpPieces // kBlockPieces
 kSteps = kBlocks * kHalves; kNTiles = 1; kFragWords = 2 * kNTiles * kSteps * 2
+def copies(q):
+    """(source offset in the group's 16 x K floats, slot offset) of every 16-byte piece of quarter q's
+    unit, as the lanes copy them (WindowRowsMma::lane_copies / issue_unit; store_unit reverses them)."""
+    for lane in range(32):
+        r0, pc = lane // kRowPieces, lane % kRowPieces
+        lsrc = r0 * K + 4 * pc; ldst = [r0 * kUnitCols + 4 * (pc ^ r0), r0 * kUnitCols + 4 * (pc ^ (r0 + 4))]
+        for j in range(16 * kUnitCols // 4 // 32):
+            yield q * kUnitCols + lsrc + 4 * j * K, ldst[j & 1] + 4 * j * kUnitCols
 def piece(w, b, t, h): return w * kWarpPieces + b * kBlockPieces + kHalves * t + h
 def bf(x):
     b = np.asarray(x, np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
@@ -37,13 +45,8 @@ def run(rows):
         for u in range(units):
             gi = warp + (u // kWarps) * kWarps; q = u % kWarps
             slot = np.zeros(16 * kUnitCols, np.float32)
-            for lane in range(32):  # issue_unit with lane_copies' offsets
-                r0, pc = lane // kRowPieces, lane % kRowPieces
-                lsrc = r0 * K + 4 * pc; ldst = [r0 * kUnitCols + 4 * (pc ^ r0), r0 * kUnitCols + 4 * (pc ^ (r0 + 4))]
-                Sflat = S[gi * 16:gi * 16 + 16].reshape(-1)
-                for j in range(16 * kUnitCols // 4 // 32):
-                    so = q * kUnitCols + lsrc + 4 * j * K; d = ldst[j & 1] + 4 * j * kUnitCols
-                    slot[d:d + 4] = Sflat[so:so + 4]
+            for so, d in copies(q):  # issue_unit
+                slot[d:d + 4] = S[gi * 16:gi * 16 + 16].reshape(-1)[so:so + 4]
             if q == 0: acc = np.zeros((16, 8))
             for b in range(kBlocks):
                 for h in range(kHalves):
@@ -80,12 +83,8 @@ kVec = 4
 for q in range(kWarps):
     S = rng.standard_normal((16, K)).astype(np.float32)
     slot = np.zeros(16 * kUnitCols, np.float32)
-    for lane in range(32):
-        r0, pc = lane // kRowPieces, lane % kRowPieces
-        lsrc = r0 * K + 4 * pc; ldst = [r0 * kUnitCols + 4 * (pc ^ r0), r0 * kUnitCols + 4 * (pc ^ (r0 + 4))]
-        for j in range(16 * kUnitCols // 4 // 32):
-            so = q * kUnitCols + lsrc + 4 * j * K; d = ldst[j & 1] + 4 * j * kUnitCols
-            slot[d:d + 4] = S.reshape(-1)[so:so + 4]
+    for so, d in copies(q):
+        slot[d:d + 4] = S.reshape(-1)[so:so + 4]
     c0 = buf_c0 = q * kUnitCols
     for lane in range(32):
         g, t = lane >> 2, lane & 3
@@ -96,11 +95,7 @@ for q in range(kWarps):
                 assert slot[at] == S[r, c] and slot[at + 1] == S[r, c + 1], (q, lane, nt, r)
     # store_unit: the reverse copies put every element back in place.
     back = np.zeros(16 * K, np.float32)
-    for lane in range(32):
-        r0, pc = lane // kRowPieces, lane % kRowPieces
-        lsrc = r0 * K + 4 * pc; ldst = [r0 * kUnitCols + 4 * (pc ^ r0), r0 * kUnitCols + 4 * (pc ^ (r0 + 4))]
-        for j in range(16 * kUnitCols // 4 // 32):
-            so = q * kUnitCols + lsrc + 4 * j * K; d = ldst[j & 1] + 4 * j * kUnitCols
-            back[so:so + 4] = slot[d:d + 4]
+    for so, d in copies(q):
+        back[so:so + 4] = slot[d:d + 4]
     assert np.array_equal(back.reshape(16, K)[:, c0:c0 + kUnitCols], S[:, c0:c0 + kUnitCols])
 print("fold addressing and store_unit: every quarter's unit maps back exactly")
