@@ -1,11 +1,10 @@
-# Sourced by the one-off scripts of a GPU call (docs/prepared/*.sh, bench/results/*/ scripts), from
-# the repository root: OUT (default ./out) created, the build and Python environment of a GPU run
-# (sm_90a, 16 compile jobs, unbuffered output; REPLAYSSM_FAMILIES=gdn unless set), the wheels in
-# .whl/ (the machine has no network: nvidia-cutlass) installed into /tmp/site on PYTHONPATH, and t0
-# for the scripts' elapsed-time stamps.
+# Sourced by the one-off scripts of a GPU call (docs/prepared/*.sh), from the repository root: OUT
+# (default ./out) created, the build and Python environment of a GPU run (sm_90a, 16 compile jobs,
+# unbuffered output), the wheels in .whl/ (the machine has no network: nvidia-cutlass) installed
+# into /tmp/site on PYTHONPATH, and t0 for the scripts' elapsed-time stamps. Which kernel families
+# to build (REPLAYSSM_FAMILIES) is the calling script's choice.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16}
-export REPLAYSSM_FAMILIES=${REPLAYSSM_FAMILIES:-gdn}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null; export PYTHONPATH=/tmp/site
 t0=$SECONDS

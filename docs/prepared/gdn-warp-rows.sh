@@ -12,6 +12,7 @@
 # Written in session 44 (no device left to run it); its index arithmetic is emulated lane by lane
 # in bench/results/h200-2026-12-04-s44/prepared/emu_warp_rows.py.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." && source scripts/device_env.sh || exit 1
+export REPLAYSSM_FAMILIES=gdn
 long_runs="test_spec_long_run and 4-fp32-bf16"
 if [[ ${MODE:-ab} == ab ]]; then
   args="--sections gdn,spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --spec-tokens 2,4,8 --accept all,mean2.5 --spec-phases --batches 1,8,64,256,512 --budget-s 100"

@@ -9,6 +9,7 @@
 # machine: bash scripts/gdn-window-tf32.sh (carry .whl, ab_base). Written in session 44, whose call
 # of it was lost when the machine stopped answering.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." && source scripts/device_env.sh || exit 1
+export REPLAYSSM_FAMILIES=gdn
 args="--sections spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --spec-tokens 2,4,8 --accept all --spec-phases --batches 1,64,256,512 --budget-s 70"
 mkdir -p "$OUT/ab"
 OUT=$OUT/ab BUILD_TIMEOUT=250 BENCH_TIMEOUT=120 bash scripts/ab_bench.sh $args > "$OUT/ab.txt" 2>&1
