@@ -1,31 +1,35 @@
 #!/usr/bin/env bash
-# docs/prepared/m2-decode-mma-lean-loop.patch measured and checked: the Mamba-2 decode's tensor-core
-# state-and-output stream (ReplayMmaStream::run_tiles, mamba2/replay_mma.cuh) with its addresses set
-# up once, C read from shared memory per tile, no zeroing of rows past the tile, a loop of its own
-# for flush rows (kStore) and the first k-step out of the k-step loop: ~122 / ~146 SASS instructions
-# per tile (non-flush / flush rows, B <= 16, sm_90a) against main's ~217 / ~290, 64 registers, no
-# spill (sm_100a: 16-20 bytes). Every result should be bit-identical to main's (same operations in
-# the same order): the A/B's gate errors must match. Only the kMmaUpdate instance changes.
+# docs/prepared/m2-decode-mma-lean-loop.patch measured and checked. Two changes to the Mamba-2 replay
+# kernel (mamba2_decode), both meant to leave every result bit-identical (the A/B's gate errors must
+# match):
+#  1. the tensor-core state-and-output stream (ReplayMmaStream::run_tiles, mamba2/replay_mma.cuh)
+#     with its addresses set up once, C read from shared memory per tile, whole tiles loaded without
+#     tests, a loop of its own for flush rows (kStore) and the first k-step out of the k-step loop:
+#     ~125 / ~150 SASS instructions per tile (non-flush / flush rows, B <= 16, sm_90a) against
+#     main's ~217 / ~290; 64 registers and no spill on sm_90a and sm_100a;
+#  2. entry_terms takes B_j . C only for the entries the output terms read (none on a
+#     state-and-output row that does not flush, the new token's on a flush row), in every replay
+#     instance: the output-only instances' SASS is rescheduled too, so the A/B runs both routes.
 # Prepare where the git history is: scripts/ab_bench.sh --prepare HEAD; git apply
 # docs/prepared/m2-decode-mma-lean-loop.patch; cp docs/prepared/m2-decode-mma-lean-loop.sh scripts/.
 # Then on the GPU machine, two calls (carry .whl, ab_base):
-#   MODE=ab bash scripts/m2-decode-mma-lean-loop.sh     # ~4 min: A/B, state-and-output rows on the
-#                                                       # launcher's rule (tensor cores at B = 16 / 32 and
-#                                                       # at batch 1-2), batch 1-512, then B = 8 batch 1
+#   MODE=ab bash scripts/m2-decode-mma-lean-loop.sh     # ~5 min: A/B of both routes (the launcher's
+#                                                       # rule: tensor cores at B = 16 / 32 and at batch
+#                                                       # 1-2), batch 1-512, then B = 8 batch 1
 #   MODE=tests bash scripts/m2-decode-mma-lean-loop.sh  # ~9 min: every Mamba-2 GPU test, memcheck and
 #                                                       # racecheck on the tensor-core forms
 # Merge if the gates match, the tests pass, the sanitizers are clean and the state-and-output cycle
-# gains at batch 256 without batch 1 losing. Written in session 45 (no device lent); its index
-# arithmetic is checked lane by lane against main's form in
+# gains at batch 256 with the output-only rows and batch 1 level or better. Written in session 45
+# (no device lent); its index arithmetic is checked lane by lane against main's form in
 # bench/results/h200-2026-12-04-s45/prepared/emu_lean_loop.py.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." && source scripts/device_env.sh || exit 1
 export REPLAYSSM_FAMILIES=mamba2
 tc_forms="(update_forms and tensor_cores) or (launcher_choice and 2) or update_tensor_cores_whole_heads"
-show() { grep -E 'm2_so|FAILED|rc=|built' "$1" | awk '{print $1,$2,$3,$4,$(NF-2),$(NF-1),$NF}'; grep '^gates:' "$1" | cut -c1-200; }
+show() { grep -E 'm2_(so|oo)|FAILED|rc=|built' "$1" | awk '{print $1,$2,$3,$4,$(NF-2),$(NF-1),$NF}'; grep '^gates:' "$1" | cut -c1-200; }
 if [[ ${MODE:-ab} == ab ]]; then
   mkdir -p "$OUT/ab" "$OUT/b8"
-  OUT=$OUT/ab BUILD_TIMEOUT=250 BENCH_TIMEOUT=140 bash scripts/ab_bench.sh --sections m2 --routes state_and_output \
-    --batches 1,8,64,256,512 -B 16,32 --budget-s 90 > "$OUT/ab.txt" 2>&1
+  OUT=$OUT/ab BUILD_TIMEOUT=250 BENCH_TIMEOUT=170 bash scripts/ab_bench.sh --sections m2 --routes output_only,state_and_output \
+    --batches 1,8,64,256,512 -B 16,32 --budget-s 120 > "$OUT/ab.txt" 2>&1
   show "$OUT/ab.txt"; echo "[$((SECONDS - t0)) s] ab, B = 16 / 32"
   AB_KEEP_BASE=1 OUT=$OUT/b8 BENCH_TIMEOUT=60 bash scripts/ab_bench.sh --sections m2 --routes state_and_output \
     --batches 1 -B 8 --budget-s 20 > "$OUT/ab_b8.txt" 2>&1

@@ -79,7 +79,13 @@ for plen in (16, 40, 48, 64, 80, 8, 24):
                 # prefetch: (tile & 3) == warp vs tile % 4 == warp
                 assert ((tile & (W - 1)) == warp) == (tile % W == warp)
                 checked += 1
-# Rows a lane leaves unset (rows_left <= 8 half) are rows >= plen: never stored, never in dot_part.
+# A whole tile (load_at's tile_full: plen - m0 >= 16, warp-uniform) holds both rows of every lane,
+# so its loads need no test: 8 half < rows_left for half 0, 1 and every g.
+for plen in range(1, 97):
+    for m0 in range(0, plen, TILE):
+        if plen - m0 >= TILE:
+            assert all(8 * half < plen - m0 - (lane >> 2) for lane in range(32) for half in range(2))
+# Rows a lane does not load (rows_left <= 8 half) are rows >= plen: never stored, never in dot_part.
 for plen in (8, 24, 40):
     for lane in range(32):
         g = lane >> 2
