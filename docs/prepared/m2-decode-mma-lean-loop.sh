@@ -13,9 +13,10 @@
 # Prepare where the git history is: scripts/ab_bench.sh --prepare HEAD; git apply
 # docs/prepared/m2-decode-mma-lean-loop.patch; cp docs/prepared/m2-decode-mma-lean-loop.sh scripts/.
 # Then on the GPU machine, two calls (carry .whl, ab_base):
-#   MODE=ab bash scripts/m2-decode-mma-lean-loop.sh     # ~5 min: A/B of both routes (the launcher's
+#   MODE=ab bash scripts/m2-decode-mma-lean-loop.sh     # ~7 min: A/B of both routes (the launcher's
 #                                                       # rule: tensor cores at B = 16 / 32 and at batch
-#                                                       # 1-2), batch 1-512, then B = 8 batch 1
+#                                                       # 1-2), batch 1-512, then B = 8 batch 1, then the
+#                                                       # tree at B = 8, batch 64 / 256, forced each way
 #   MODE=tests bash scripts/m2-decode-mma-lean-loop.sh  # ~9 min: every Mamba-2 GPU test, memcheck and
 #                                                       # racecheck on the tensor-core forms
 # Merge if the gates match, the tests pass, the sanitizers are clean and the state-and-output cycle
@@ -34,7 +35,16 @@ if [[ ${MODE:-ab} == ab ]]; then
   AB_KEEP_BASE=1 OUT=$OUT/b8 BENCH_TIMEOUT=60 bash scripts/ab_bench.sh --sections m2 --routes state_and_output \
     --batches 1 -B 8 --budget-s 20 > "$OUT/ab_b8.txt" 2>&1
   show "$OUT/ab_b8.txt"; echo "[$((SECONDS - t0)) s] ab, B = 8 batch 1"
-  tar czf "$OUT/ab.tgz" -C "$OUT" ab b8 && rm -rf "$OUT/ab" "$OUT/b8"
+  # B = 8 with whole heads, where main's launcher keeps the CUDA cores (they beat session 36's loop
+  # there: nano batch 256 336.1 against 353.0 us): the tree's build forced each way, a process each,
+  # for the launcher rule if the new loop turns that around.
+  for mma in 1 0; do
+    REPLAYSSM_M2_DECODE_MMA=$mma timeout 150 python3 -m replayssm_ext.benchmark --sections m2 --routes state_and_output \
+      --batches 64,256 -B 8 --budget-s 45 --out "$OUT/b8_mma$mma" > "$OUT/b8_mma$mma.log" 2>&1
+    echo "B = 8, REPLAYSSM_M2_DECODE_MMA=$mma: rc=$?"; grep -E '^m2_so_(cycle|nonflush|flush) ' "$OUT/b8_mma$mma.log"
+  done
+  echo "[$((SECONDS - t0)) s] B = 8 forced"
+  tar czf "$OUT/ab.tgz" -C "$OUT" ab b8 b8_mma1 b8_mma0 && rm -rf "$OUT/ab" "$OUT/b8" "$OUT/b8_mma1" "$OUT/b8_mma0"
 else
   OUT=$OUT STAGES=build BUILD_TIMEOUT=250 bash scripts/gpu_check.sh > "$OUT/build_run.log" 2>&1
   echo "build [$((SECONDS - t0)) s]"; grep -E "^== build" "$OUT/build_run.log"
