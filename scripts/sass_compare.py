@@ -90,13 +90,15 @@ def kernels(nvdisasm, cubin):
 
 def renamed_registers(body):
     """The instructions with every register named by its order of first use (per register file)."""
-    names = {}
+    names, counts = {}, collections.Counter()
 
     def rename(m):
-        kind = re.sub(r"\d+$", "", m.group(0))
-        return names.setdefault(m.group(0), f"{kind}#{sum(1 for k in names if re.sub(r'[0-9]+$', '', k) == kind)}")
+        if m.group(0) not in names:
+            names[m.group(0)] = f"{m.group(1)}#{counts[m.group(1)]}"
+            counts[m.group(1)] += 1
+        return names[m.group(0)]
 
-    return [re.sub(r"\b(?:UR|R|UP|P|B)\d+\b", rename, ins) for ins in body]
+    return [re.sub(r"\b(UR|R|UP|P|B)\d+\b", rename, ins) for ins in body]
 
 
 def tree_kernels(nvdisasm, cubins):
