@@ -54,7 +54,7 @@ namespace replayssm::mamba2 {
 // then the staged entries in the activation dtype, B_j [R][ldb] (ldb = N, or
 // ldmatrix_row_stride(N) for the tensor-core update's ldmatrix reads) and x_j [R][p_chunk].
 struct ReplaySmem {
-  int x, ldx, delta, weight, bc, dot, hterm, decay, zeros, b_f32, b_raw, ldb, x_raw, total;
+  int x, ldx, delta, weight, bc, dot, hterm, decay, zeros, c_mma, b_f32, b_raw, ldb, x_raw, total;
   __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy, int rows_per_iter,
                                  int mma_warps = 0) {
     const bool mma = mma_warps > 0;
@@ -68,7 +68,8 @@ struct ReplaySmem {
     hterm = dot + (mma ? mma_warps : 1) * p_chunk;
     decay = hterm + p_chunk;
     zeros = floats_for(decay + 1, 4);
-    b_f32 = zeros + (mma ? 4 : 0);
+    c_mma = zeros + (mma ? 4 : 0);  // the tensor-core stream's C in fp32 (ReplayMmaStream::store_c)
+    b_f32 = c_mma + (mma ? N : 0);
     b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * ldb, act_bytes);
     total = x_raw + floats_for(R * p_chunk, act_bytes);
@@ -313,7 +314,10 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // output terms and update factors (a barrier), and c0, c1.
   auto entry_terms = [&]() {
     cp_async_wait<0>();
-    if constexpr (kMmaUpdate) permute_b_mma_order<kThreads>(b_raw, ldb, n_ent, N, p.entries_vec_aligned, tid);
+    if constexpr (kMmaUpdate) {
+      permute_b_mma_order<kThreads>(b_raw, ldb, n_ent, N, p.entries_vec_aligned, tid);
+      mma_stream.store_c(c_mma, smem + lay.c_mma);
+    }
     __syncthreads();
 
     // Decay weights over the first n_w entries (the folded history for flush rows, everything for
@@ -332,12 +336,18 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
     if constexpr (kBCopy)
       for (int e = tid; e < n_upd * N; e += kThreads) b_f32[e] = to_float(b_raw[e]);
 
-    // B_j . C for every staged entry (decode): kRowsPerWarp entries per warp pass.
+    // B_j . C (decode), kRowsPerWarp entries per warp pass, for the entries whose products the
+    // output terms below read: every entry of an output-only row that does not flush, the new
+    // token's alone on a flush row, none on a state-and-output row that does not flush (its output
+    // is read from the formed state). Each costs a warp pass of loads, FMAs and shuffles; all
+    // n_ent were taken on every row before (session 45).
     if (decode) {
-      for (int jb = warp * L::kRowsPerWarp; jb < n_ent; jb += kWarps * L::kRowsPerWarp) {
+      const int bc_first = flush ? hist : 0;
+      const int bc_end = flush || mode == ReplayMode::kOutputOnly ? n_ent : 0;
+      for (int jb = bc_first + warp * L::kRowsPerWarp; jb < bc_end; jb += kWarps * L::kRowsPerWarp) {
         const int j = jb + rw;
         float part = 0.f;
-        if (j < n_ent) {
+        if (j < bc_end) {
 #pragma unroll
           for (int k = 0; k < KV; ++k) {
             float bv[VE];
@@ -347,7 +357,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
           }
         }
         part = L::row_sum(part);
-        if (j < n_ent && lr == 0) bc_s[j] = part;
+        if (j < bc_end && lr == 0) bc_s[j] = part;
       }
     }
     __syncthreads();
@@ -416,7 +426,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   };
   if constexpr (kMmaUpdate) {
     mma_stream.run(mma_cur, c0, n_upd, write_state, reinterpret_cast<const uint32_t*>(x_s), b_raw, ldb,
-                   reinterpret_cast<const Act*>(smem + lay.zeros), c_mma, dot_s, p_chunk);
+                   reinterpret_cast<const Act*>(smem + lay.zeros), smem + lay.c_mma, dot_s, p_chunk);
   } else if (stream_first) {
     // The state is read for its dot products with C alone (c0 = 1, no update, no store), so a loop
     // of its own keeps the scale, the update's test and the store's test out of every iteration,

@@ -8,7 +8,7 @@
 // 16 x 32 piece of the tile takes, per 16 entries, three bf16 mma per 8 columns: X as three bf16
 // terms whose sum is exactly the fp32 product w_j x_j[p] (split_bf16x3), B_j exact (bf16
 // activations), accumulated in fp32 on the registers the state was loaded into. A tile that is
-// not stored takes the first two terms only (ReplayMmaStream::run says why).
+// not stored takes the first two terms only (ReplayMmaStream::run_tiles says why).
 //
 // How the work is split: every warp walks all 16-row tiles of the chunk, each warp its own 32
 // columns (unit `warp`; the columns within it in the order of mma_staged_col, so that each lane
@@ -20,7 +20,8 @@
 // ahead of the one being worked on. The A fragments (X, three terms) are built once per CTA into
 // shared memory in fragment order (replay_mma_build_a: one 16-byte load per term and lane); the
 // B fragments come from the staged B_j rows by ldmatrix.trans (row stride ldmatrix_row_stride).
-// Each warp's dot products with C cover its columns only; the output sums the warps' partials.
+// Each warp's dot products with C (read from shared memory per tile) cover its columns only; the
+// output sums the warps' partials.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -158,42 +159,63 @@ struct ReplayMmaStream {
   using Tiles = MmaStateStream<N, kWarps, 1>;
   using Unit = typename Tiles::Unit;
   static_assert(Tiles::kUnits == kWarps, "one 32-column unit per warp");
+  static_assert((kWarps & (kWarps - 1)) == 0, "run_tiles picks the prefetching warp by a mask");
 
   Tiles tiles;  // S = the chunk's first row, tile_rows = plen
   int warp;
 
-  // f(r, offset, ss, half) for each 16-byte piece of this warp's unit of the tile at row m0 that
-  // this lane holds: v[ss][h][2 half + e] is state row r, column offset + 2 h + e (mma_staged_col).
-  template <typename F>
-  __device__ __forceinline__ void for_each_vec(int m0, F&& f) const {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // Where this lane's pieces of its unit sit in a tile: rows g (half 0) and g + 8 (half 1), columns
+  // 32 warp + 16 ss + 4 t .. + 3 (v[ss][h][2 half + e] is column 32 warp + 16 ss + 4 t + 2 h + e:
+  // mma_staged_col's order). piece0 is the first of them, at row g of the tile at row m0; the
+  // others sit at constant offsets from it (piece_offset), and the next tile's 16 N floats on. Set
+  // up once rather than per piece and tile: formed from (row, column) at every access, the 64-bit
+  // address arithmetic of the four loads and the four stores was ~110 of the tile loop's ~400
+  // static SASS instructions (sm_90a, session 45).
+  __device__ __forceinline__ float* piece0(int m0) const {
+    const int lane = threadIdx.x & 31;
+    return tiles.S + (m0 + (lane >> 2)) * N + 32 * warp + 4 * (lane & 3);
+  }
+  static constexpr int piece_offset(int ss, int half) { return 8 * N * half + 16 * ss; }
+
+  // The lane's pieces at piece0 p; rows_left: the tile's rows from the lane's row g on (row g + 8
+  // half exists where 8 half < rows_left; the others read as zeros). A whole tile (tile_full,
+  // warp-uniform: the tile's 16 rows all exist) takes the loads without tests or zeroing: 8
+  // instructions per tile fewer on sm_90a.
+  static __device__ __forceinline__ void load_at(const float* p, int rows_left, bool tile_full, Unit& v) {
+    if (tile_full) {
+#pragma unroll
+      for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float4 x = __ldcs(reinterpret_cast<const float4*>(p + piece_offset(ss, half)));
+          v[ss][0][2 * half] = x.x, v[ss][0][2 * half + 1] = x.y, v[ss][1][2 * half] = x.z, v[ss][1][2 * half + 1] = x.w;
+        }
+      return;
+    }
 #pragma unroll
     for (int ss = 0; ss < 2; ++ss)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) f(m0 + g + 8 * half, 32 * warp + 16 * ss + 4 * t, ss, half);
+      for (int half = 0; half < 2; ++half) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (8 * half < rows_left) x = __ldcs(reinterpret_cast<const float4*>(p + piece_offset(ss, half)));
+        v[ss][0][2 * half] = x.x, v[ss][0][2 * half + 1] = x.y, v[ss][1][2 * half] = x.z, v[ss][1][2 * half + 1] = x.w;
+      }
   }
 
-  // This warp's unit (columns 32 warp ..) of the tile at row m0.
-  __device__ __forceinline__ void load(int m0, Unit& v) const {
-    for_each_vec(m0, [&](int r, int col, int ss, int half) {
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r < tiles.tile_rows) x = __ldcs(reinterpret_cast<const float4*>(tiles.S + static_cast<int64_t>(r) * N + col));
-      v[ss][0][2 * half] = x.x, v[ss][0][2 * half + 1] = x.y, v[ss][1][2 * half] = x.z, v[ss][1][2 * half + 1] = x.w;
-    });
-  }
-
-  __device__ __forceinline__ void store(int m0, const Unit& v) const {
-    for_each_vec(m0, [&](int r, int col, int ss, int half) {
-      if (r < tiles.tile_rows)
-        __stcs(reinterpret_cast<float4*>(tiles.S + static_cast<int64_t>(r) * N + col),
-               make_float4(v[ss][0][2 * half], v[ss][0][2 * half + 1], v[ss][1][2 * half], v[ss][1][2 * half + 1]));
-    });
+  static __device__ __forceinline__ void store_at(float* p, int rows_left, const Unit& v) {
+#pragma unroll
+    for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        if (8 * half < rows_left)
+          __stcs(reinterpret_cast<float4*>(p + piece_offset(ss, half)),
+                 make_float4(v[ss][0][2 * half], v[ss][0][2 * half + 1], v[ss][1][2 * half], v[ss][1][2 * half + 1]));
   }
 
   // The first unit, loaded as soon as the slot is known, and tile 1 asked of L2 (one bulk prefetch
   // by warp 1's lane 0; the stream asks for each later tile two tiles ahead, in run).
   __device__ __forceinline__ void first_unit(Unit& v) const {
-    load(0, v);
+    load_at(piece0(0), tiles.tile_rows - static_cast<int>((threadIdx.x & 31) >> 2), tiles.tile_rows >= kMmaTileRows, v);
     if (warp == 1 % kWarps) tiles.prefetch_tile(kMmaTileRows);
   }
 
@@ -210,41 +232,24 @@ struct ReplayMmaStream {
       }
   }
 
-  // v = c0 v + X B over this warp's unit of the tile (v holds the unit's state as loaded), with X's
-  // first n_terms bf16 terms (3: X exact; 2: X to 16 significant bits, see run).
-  __device__ __forceinline__ void update(int tile, float c0, int n_upd, int n_terms, const uint32_t* a_frag,
-                                         const __nv_bfloat16* b_raw, int ldb, const __nv_bfloat16* zeros,
-                                         Unit& v) const {
-    const int lane = threadIdx.x & 31, mat = lane >> 3, mat_row = lane & 7;
-    const int u = warp;
-#pragma unroll
-    for (int ss = 0; ss < 2; ++ss)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[ss][h][e] *= c0;
-    const int ksteps = (n_upd + 15) / 16;
-    for (int ks = 0; ks < ksteps; ++ks) {
-      // B: matrix m holds entries 16 ks + (m & 1) * 8 .. and columns (m >> 1) * 8 .. of the
-      // 16 columns of ss: registers 0, 1 are n-tile 0's fragment, 2, 3 n-tile 1's.
-      const int jk = 16 * ks + (mat & 1) * 8 + mat_row;
-      uint32_t b[2][4];
+  // C from load_c into shared memory (c_s[n] = C[n], state column order), by lanes 0-3 of each
+  // warp for the warp's 32 columns; run_tiles reads it back per tile. Held in registers over the
+  // stream, its 8 values per lane spilled at the 64-register bound (sm_90a 4 bytes, sm_100a 20,
+  // reloaded in the tile loops).
+  __device__ __forceinline__ void store_c(const float (&c)[2][2][2], float* c_s) const {
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    if (lane < 4)
 #pragma unroll
       for (int ss = 0; ss < 2; ++ss)
-        ldmatrix_x4_trans(b[ss], jk < n_upd ? b_raw + jk * ldb + 16 * (2 * u + ss) + (mat >> 1) * 8 : zeros);
-      // One term's A fragment at a time (4 registers live, not 12), smallest terms first as in
-      // MmaStateStream::fold_unit: the accumulator then meets them before it grows.
-      const uint4* const a = reinterpret_cast<const uint4*>(a_frag + (tile * ksteps + ks) * kMmaAFragWords) + lane;
+        *reinterpret_cast<float4*>(c_s + 16 * (2 * warp + ss) + 4 * t) =
+            make_float4(c[ss][0][0], c[ss][0][1], c[ss][1][0], c[ss][1][1]);
+  }
+  __device__ __forceinline__ void load_c_shared(const float* c_s, float (&c)[2][2][2]) const {
+    const int t = threadIdx.x & 3;
 #pragma unroll
-      for (int term = 2; term >= 0; --term) {
-        if (term >= n_terms) continue;
-        const uint4 a4 = a[32 * term];
-        const uint32_t a_term[4] = {a4.x, a4.y, a4.z, a4.w};
-#pragma unroll
-        for (int ss = 0; ss < 2; ++ss)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) mma_bf16_16816(v[ss][h], a_term, b[ss][2 * h], b[ss][2 * h + 1]);
-      }
+    for (int ss = 0; ss < 2; ++ss) {
+      const float4 v = *reinterpret_cast<const float4*>(c_s + 16 * (2 * warp + ss) + 4 * t);
+      c[ss][0][0] = v.x, c[ss][0][1] = v.y, c[ss][1][0] = v.z, c[ss][1][1] = v.w;
     }
   }
 
@@ -262,30 +267,85 @@ struct ReplayMmaStream {
           for (int e = 0; e < 2; ++e) part[half] = fmaf(v[ss][h][2 * half + e], c[ss][h][e], part[half]);
   }
 
-  // The whole stream of this warp over the chunk's tiles: the update, the state write (store),
-  // and the warp's partial dot products into dot_part[warp * p_chunk + row]. cur: this warp's
-  // first unit, loaded as soon as the slot was known.
+  // The whole stream of this warp over the chunk's tiles: per tile, v = c0 v + X B over the warp's
+  // unit (v holds the unit's state as loaded), the state write (kStore), and the warp's partial dot
+  // products with C into dot_part[warp * p_chunk + row]. cur: this warp's first unit, loaded as soon
+  // as the slot was known.
   // A tile that is stored (a flush row's fold) takes X's three terms: the checkpoint carries its
   // error into every later step. One that is not (a state-and-output row that does not flush) is
   // read only for its dot products with C, rounded to the activation dtype: X's first two terms
   // (relative error below 2^-16 per product, against bf16's 2^-9 on the output) save a third of
   // the mma and A fragment loads.
-  __device__ __forceinline__ void run(Unit& cur, float c0, int n_upd, bool store, const uint32_t* a_frag,
-                                      const __nv_bfloat16* b_raw, int ldb, const __nv_bfloat16* zeros,
-                                      const float (&c)[2][2][2], float* dot_part, int p_chunk) const {
+  // kStore is a template argument, so that rows that do not flush run a loop without the stores and
+  // the third term's tests, as the GDN window kernel's folding and other CTAs do. The first k-step
+  // of a tile is written out of the loop over k-steps (at B <= 16 it is the only one). With the
+  // addresses set up once (piece0), C from shared memory (store_c) and whole tiles loaded without
+  // tests (load_at), the loop issues ~125 SASS instructions per tile on rows that do not flush and
+  // ~150 on flush rows at B <= 16 (sm_90a, the nano / super instance; 64 registers and no spill on
+  // sm_90a and sm_100a), against ~217 and ~290 in the form before (session 45, from the SASS).
+  // Measured on an H100 (session 50), bit-identical results: the state-and-output cycle 0.7-1.1 %
+  // faster at B = 16 batch 256, 3.7-4.8 % at B = 32, 3.6-6.9 % at batch 1.
+  // Rows past the tile left unset instead of zeroed saved as much on sm_90a but spilled 52 bytes on
+  // sm_100a (the predicated loads then keep the old values live).
+  // Two tiles per iteration with cur and nxt trading roles, instead of the copy at the end of each,
+  // made ptxas move the mma accumulators around every k-step (~206 static instructions per tile).
+  template <bool kStore>
+  __device__ __forceinline__ void run_tiles(Unit& cur, float c0, int n_upd, const uint32_t* a_frag,
+                                            const __nv_bfloat16* b_raw, int ldb, const __nv_bfloat16* zeros,
+                                            const float* c_s, float* dot_part, int p_chunk) const {
+    constexpr int kTerms = kStore ? 3 : 2;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int mat = lane >> 3, mat_row = lane & 7;  // the ldmatrix row this lane addresses
     const int plen = tiles.tile_rows;
     const int num_tiles = (plen + kMmaTileRows - 1) / kMmaTileRows;
-    for (int tile = 0; tile < num_tiles; ++tile) {
+    const int ksteps = (n_upd + 15) / 16;
+    // B: matrix m holds entries 16 ks + (m & 1) * 8 .. and columns (m >> 1) * 8 .. of the 16
+    // columns of ss: registers 0, 1 are n-tile 0's fragment, 2, 3 n-tile 1's. 16 ks + jk0 is the
+    // entry this lane addresses.
+    const int jk0 = (mat & 1) * 8 + mat_row;
+    const int b_lane = jk0 * ldb + 32 * warp + (mat >> 1) * 8;
+    // v += X B over k-step ks of the tile: A from block tile * ksteps + ks of the fragments.
+    auto kstep = [&](int tile, int ks, Unit& v) {
+      uint32_t b[2][4];
+#pragma unroll
+      for (int ss = 0; ss < 2; ++ss)
+        ldmatrix_x4_trans(b[ss], 16 * ks + jk0 < n_upd ? b_raw + 16 * ks * ldb + b_lane + 16 * ss : zeros);
+      // One term's A fragment at a time (4 registers live, not 12), smallest terms first as in
+      // MmaStateStream::fold_unit: the accumulator then meets them before it grows.
+      const uint4* const a = reinterpret_cast<const uint4*>(a_frag + (tile * ksteps + ks) * kMmaAFragWords) + lane;
+#pragma unroll
+      for (int term = kTerms - 1; term >= 0; --term) {
+        const uint4 a4 = a[32 * term];
+        const uint32_t a_term[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+        for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) mma_bf16_16816(v[ss][h], a_term, b[ss][2 * h], b[ss][2 * h + 1]);
+      }
+    };
+    float* state = piece0(0);  // this lane's first piece of the tile
+#pragma unroll 1
+    for (int tile = 0; tile < num_tiles; ++tile, state += kMmaTileRows * N) {
       const int m0 = tile * kMmaTileRows;
       // The next tile's unit in registers, and the one after it asked of L2 (by one warp per tile):
       // each warp holds one unit in flight, and the CTA's prologue and its outputs have nothing else
       // in flight.
-      if (warp == tile % kWarps) tiles.prefetch_tile(m0 + 2 * kMmaTileRows);
+      if ((tile & (kWarps - 1)) == warp) tiles.prefetch_tile(m0 + 2 * kMmaTileRows);
       Unit nxt;
-      if (tile + 1 < num_tiles) load(m0 + kMmaTileRows, nxt);
-      update(tile, c0, n_upd, store ? 3 : 2, a_frag, b_raw, ldb, zeros, cur);
-      if (store) this->store(m0, cur);
+      if (tile + 1 < num_tiles)
+        load_at(state + kMmaTileRows * N, plen - m0 - kMmaTileRows - g, plen - m0 >= 2 * kMmaTileRows, nxt);
+#pragma unroll
+      for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) cur[ss][h][e] *= c0;
+      if (ksteps > 0) kstep(tile, 0, cur);
+#pragma unroll 1
+      for (int ks = 1; ks < ksteps; ++ks) kstep(tile, ks, cur);
+      if constexpr (kStore) store_at(state, plen - m0 - g, cur);
+      float c[2][2][2];
+      load_c_shared(c_s, c);
       float part[2];
       add_dots(cur, c, part);
 #pragma unroll
@@ -301,6 +361,16 @@ struct ReplayMmaStream {
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int e = 0; e < 4; ++e) cur[ss][h][e] = nxt[ss][h][e];
+    }
+  }
+
+  __device__ __forceinline__ void run(Unit& cur, float c0, int n_upd, bool store, const uint32_t* a_frag,
+                                      const __nv_bfloat16* b_raw, int ldb, const __nv_bfloat16* zeros,
+                                      const float* c_s, float* dot_part, int p_chunk) const {
+    if (store) {
+      run_tiles<true>(cur, c0, n_upd, a_frag, b_raw, ldb, zeros, c_s, dot_part, p_chunk);
+    } else {
+      run_tiles<false>(cur, c0, n_upd, a_frag, b_raw, ldb, zeros, c_s, dot_part, p_chunk);
     }
   }
 };
