@@ -11,6 +11,7 @@
 #   FAMILY=decode256 scripts/ncu_spec_profiles.sh     # Mamba-2 decode at batch 256 (sessions 24, 33)
 #   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (session 29 ran it)
 #   FAMILY=flush256 scripts/ncu_spec_profiles.sh      # super T = 4 flush against its non-flush and the classic step (session 41)
+#   FAMILY=so256 scripts/ncu_spec_profiles.sh         # the state-and-output route on tensor cores at batch 256 (session 51)
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
 # spec kernel's CUDA-core stream at T = 4 non-flush (hist 8) and flush (hist 12), T = 2 non-flush.
@@ -32,6 +33,13 @@
 # flush256 (issue 5's super T = 4 row: its flush step runs at 80 % of copy, its non-flush steps at
 # 86 %, the classic step at 90 %): super T = 4 flush (hist 12) and non-flush (hist 8), and the
 # classic step, which moves the flush step's bytes without the fold, at batch 256.
+# so256 (issue 3's state-and-output target, 1.195x / 1.227x the output-only cycle on an H200 in
+# session 50 against 1.1x): the nano replay kernel at batch 256, B = 16, on the tensor-core update
+# (the launcher's choice there), non-flush at hist 8 and 15 and the flush step (hist 15), beside the
+# output-only non-flush step at hist 8: is the tensor-core route bound by issue (as the CUDA-core
+# form was in sessions 24 and 33) or by bytes in flight? Launch overrides in the environment (e.g.
+# REPLAYSSM_M2_DECODE_MMA_TILE_BUFFERS with docs/prepared/m2-so-tile-buffers.patch) reach the
+# profiled process.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"; W=$(mktemp -d /tmp/ncu_spec.XXXXXX)
@@ -91,7 +99,13 @@ case ${FAMILY:-mamba2} in
     run_case super_t4_flush $k $op $g 256 --T 4 --hist 12 --flush
     run_case super_t4_nonflush $k $op $g 256 --T 4 --hist 8
     run_case super_classic mamba2_state_update_kernel mamba2_state_update $g 256 ;;
-  *) echo "FAMILY must be mamba2, gdn, batch1, decode256, open256 or flush256"; exit 2 ;;
+  so256)
+    k=mamba2_replay_kernel op=mamba2_decode g=nemotron3-nano-4b
+    run_case so_nonflush_h8 $k $op $g 256 --hist 8 --route state_and_output
+    run_case so_nonflush_h15 $k $op $g 256 --hist 15 --route state_and_output
+    run_case so_flush_h15 $k $op $g 256 --hist 15 --flush --route state_and_output
+    run_case oo_nonflush_h8 $k $op $g 256 --hist 8 ;;
+  *) echo "FAMILY must be mamba2, gdn, batch1, decode256, open256, flush256 or so256"; exit 2 ;;
 esac
 rm -f "$W"/*.ncu-rep
 tar czf "$OUT/ncu_${FAMILY:-mamba2}.tgz" -C "$W" .

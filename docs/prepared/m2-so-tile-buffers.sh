@@ -19,6 +19,9 @@
 #                                                   # at batch 256 for k = 0, 2, 0, 2
 #   MODE=tests bash scripts/m2-so-tile-buffers.sh   # ~6 min: build, the tensor-core tests (every form),
 #                                                   # memcheck and racecheck on the buffered forms
+#   MODE=ncu K=0 bash scripts/m2-so-tile-buffers.sh # ~6 min: build, scripts/ncu_spec_profiles.sh's
+#                                                   # so256 family with K tile buffers (K=0: main's
+#                                                   # kernel): issue-bound or short of bytes in flight?
 # Merge (with a launcher rule from the numbers, and the CUTLASS includes confined to the units that
 # instantiate the form: they add ~6.5 s per arch to every Mamba-2 unit) if some k gains at batch
 # 256 and the tests and sanitizers pass; else drop it with its numbers. Written in session 51 (no
@@ -45,6 +48,10 @@ if [[ ${MODE:-bench} == bench ]]; then
       > "$OUT/b32_${i}_k$k.log" 2>&1
     echo "== B = 32, k = $k (process $i) rc=$? [$((SECONDS - t0)) s]"; show "$OUT/b32_${i}_k$k.log"
   done
+elif [[ $MODE == ncu ]]; then
+  REPLAYSSM_M2_DECODE_MMA_TILE_BUFFERS=${K:-0} FAMILY=so256 OUT=$OUT bash scripts/ncu_spec_profiles.sh \
+    > "$OUT/ncu_k${K:-0}.log" 2>&1
+  echo "ncu rc=$? [$((SECONDS - t0)) s]"; cat "$OUT/ncu_k${K:-0}.log" | head -60
 else
   forms="update_forms or whole_heads or outside_cursor_contract or tile_buffers_override or mma_override or launcher_choice"
   timeout 200 python3 -m pytest -q tests/test_mamba2_cuda.py -k "$forms" > "$OUT/test.log" 2>&1
