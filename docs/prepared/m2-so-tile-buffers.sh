@@ -19,6 +19,9 @@
 #                                                   # at batch 256 for k = 0, 2, 0, 2
 #   MODE=tests bash scripts/m2-so-tile-buffers.sh   # ~6 min: build, the tensor-core tests (every form),
 #                                                   # memcheck and racecheck on the buffered forms
+#                                                   # (racecheck may not model the bulk copies' async
+#                                                   # proxy: read a reported hazard between a copy and
+#                                                   # the shared loads before trusting or dismissing it)
 #   MODE=ncu K=0 bash scripts/m2-so-tile-buffers.sh # ~6 min: build, scripts/ncu_spec_profiles.sh's
 #                                                   # so256 family with K tile buffers (K=0: main's
 #                                                   # kernel): issue-bound or short of bytes in flight?
