@@ -37,9 +37,8 @@
 # session 50 against 1.1x): the nano replay kernel at batch 256, B = 16, on the tensor-core update
 # (the launcher's choice there), non-flush at hist 8 and 15 and the flush step (hist 15), beside the
 # output-only non-flush step at hist 8: is the tensor-core route bound by issue (as the CUDA-core
-# form was in sessions 24 and 33) or by bytes in flight? Launch overrides in the environment (e.g.
-# REPLAYSSM_M2_DECODE_MMA_TILE_BUFFERS with docs/prepared/m2-so-tile-buffers.patch) reach the
-# profiled process.
+# form was in sessions 24 and 33) or by bytes in flight? Launch overrides in the environment reach
+# the profiled process. Session 51 ran it (bench/results/h100-2026-12-05-s51/call4_ncu_so256/).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"; W=$(mktemp -d /tmp/ncu_spec.XXXXXX)

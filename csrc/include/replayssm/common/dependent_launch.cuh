@@ -14,13 +14,26 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
 #include <utility>
 
 #include "replayssm/common/cuda_utils.cuh"
 
 namespace replayssm {
 
-// The first statement of every kernel of this library: nothing before it touches global memory.
+// hold_before_wait's operand for one value: a pointer, or an integer or flag of 32 bits or less.
+template <typename T>
+__device__ __forceinline__ void hold_one(const T& v) {
+  if constexpr (std::is_pointer_v<T>) {
+    asm volatile("" ::"l"(reinterpret_cast<unsigned long long>(v)));
+  } else {
+    static_assert(sizeof(T) <= 4, "hold_one: a pointer or a value of at most 32 bits");
+    asm volatile("" ::"r"(static_cast<int>(v)));
+  }
+}
+
+// Before any global memory access of every kernel of this library: its first statement, or the
+// first after index arithmetic held by hold_before_wait (below).
 __device__ __forceinline__ void await_prior_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -28,6 +41,15 @@ __device__ __forceinline__ void await_prior_grids() {
   // attribute) may be scheduled; it waits in turn for this one to complete before reading.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// Values formed before await_prior_grids (index arithmetic, addresses: nothing read from memory)
+// held there: an empty volatile statement that takes them as operands, which the compiler keeps in
+// order with the wait's, so the values are computed ahead of it rather than sunk to their first
+// use behind it.
+template <typename... Ts>
+__device__ __forceinline__ void hold_before_wait(const Ts&... values) {
+  (hold_one(values), ...);
 }
 
 // A launch site's choice: whether its kernel may be scheduled while the kernel before it runs.

@@ -113,7 +113,6 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   static_assert(!kMmaUpdate || (kReplayMma<Act, St, N, kWarps> && kAlignedView && !kStreamFirst && !kBCopy),
                 "the tensor-core update is built for aligned fp32 views, bf16 activations, entries first");
   static_assert(!kAlignedView || kReplayStreamFirstBuilt<St>, "the aligned-view instances are built for fp32 checkpoints");
-  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;
@@ -152,29 +151,40 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   auto step_input = [&](const void* base, int64_t row_stride, int offset) {
     return reinterpret_cast<const Act*>(base) + row * row_stride + offset;
   };
-  int32_t slot = -1;
-  if constexpr (kStreamFirst) {
-    slot = p.slots[row];
-    if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
-  }
-
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int lr = lane % L::kLanesPerRow;  // lane within its row
   const int rw = lane / L::kLanesPerRow;  // row within the warp's load
 
   const Act* const x_in = decode ? step_input(p.tok.x, p.tok.x_stride, h * P) : nullptr;
   const Act* const B_in = decode ? step_input(p.tok.B, p.tok.B_stride, g * N) : nullptr;
+  const Act* const C_in = decode ? step_input(p.tok.C, p.tok.C_stride, g * N) : nullptr;
+  const Act* const dt_in = decode ? step_input(p.tok.dt, p.tok.dt_stride, h) : nullptr;
   const bool writes_B = decode && chunk == 0 && h == g * p.geo.heads_per_group;  // one head per group writes the group's B
+  // The index arithmetic above needs no memory: formed before the wait for the grids ahead, it
+  // overlaps their last wave where the launch is early (the addresses held in place by
+  // hold_before_wait), and the first loads go out right after the wait. In the batch-1 instance
+  // (sm_90a) that moved ~117 instructions, an integer division among them, from between the wait
+  // and the first load to before the wait. H100, B = 16, base and tree in one call, twice: batch 1
+  // state-and-output cycle nano 6.37 -> 6.09 / 6.35 -> 6.09 us, super 6.48 -> 6.19 / 6.51 -> 6.20,
+  // output-only cycle -0.9 to -2 %; batch 8-256 level, the gates' errors identical
+  // (bench/results/h100-2026-12-05-s51/, docs/perf-notes.md, Mamba-2 plain decode, "Session 51").
+  hold_before_wait(x_in, B_in, C_in, dt_in, p0, plen, lr);
+  await_prior_grids();  // before any global memory access (common/dependent_launch.cuh)
+  int32_t slot = -1;
+  if constexpr (kStreamFirst) {
+    slot = p.slots[row];
+    if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
+  }
+
   Act dt_tok{}, x_tok{}, b_tok0{}, b_tok1{}, c_tok[KV][VE];  // kInputsFirst only
   float dt_bias = 0.f;
   if constexpr (kInputsFirst) {
     if (decode) {
-      dt_tok = *step_input(p.tok.dt, p.tok.dt_stride, h);
+      dt_tok = *dt_in;
       if (p.layer.dt_bias != nullptr) dt_bias = p.layer.dt_bias[h];
       if (tid < plen) x_tok = x_in[p0 + tid];
       if (writes_B && tid < N) b_tok0 = B_in[tid];
       if (writes_B && tid + kThreads < N) b_tok1 = B_in[tid + kThreads];
-      const Act* const C_in = step_input(p.tok.C, p.tok.C_stride, g * N);
 #pragma unroll
       for (int k = 0; k < KV; ++k)
 #pragma unroll
@@ -259,7 +269,6 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   // C for this lane's n indices (decode only).
   float c_reg[KV][VE];
   if (decode) {
-    const Act* const C_in = step_input(p.tok.C, p.tok.C_stride, g * N);
 #pragma unroll
     for (int k = 0; k < KV; ++k)
 #pragma unroll

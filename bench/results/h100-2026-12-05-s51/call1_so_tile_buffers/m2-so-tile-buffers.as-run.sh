@@ -36,15 +36,15 @@ echo "build [$((SECONDS - t0)) s]"; grep -E "^== build|error" "$OUT/build_run.lo
 show() { grep -E '^m2_so_(cycle|nonflush|flush) ' "$1" | awk '{print $1,$2,$3,$4,$5,$(NF-2)}'; grep -E '^gates:|FAILED|Error' "$1" | cut -c1-200; }
 if [[ ${MODE:-bench} == bench ]]; then
   i=0
-  for k in 0 5 2 1 3 0 5; do
+  for k in 0 5 2 1 0 5; do
     i=$((i + 1))
     REPLAYSSM_M2_DECODE_MMA_TILE_BUFFERS=$k timeout 80 python3 -m replayssm_ext.benchmark --sections m2 \
-      --routes state_and_output --batches 1,256,512 -B 16 --budget-s 35 --out "$OUT/b16_${i}_k$k" \
+      --routes state_and_output --batches 1,256,512 -B 16 --budget-s 28 --out "$OUT/b16_${i}_k$k" \
       > "$OUT/b16_${i}_k$k.log" 2>&1
     echo "== B = 16, k = $k (process $i) rc=$? [$((SECONDS - t0)) s]"; show "$OUT/b16_${i}_k$k.log"
   done
   i=0
-  for k in 0 2 0 2; do
+  for k in 0 2; do
     i=$((i + 1))
     REPLAYSSM_M2_DECODE_MMA_TILE_BUFFERS=$k timeout 50 python3 -m replayssm_ext.benchmark --sections m2 \
       --routes state_and_output --batches 256 -B 32 --budget-s 20 --out "$OUT/b32_${i}_k$k" \
