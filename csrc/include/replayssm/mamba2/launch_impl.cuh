@@ -140,6 +140,40 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
                            on);
 }
 
+// Whether an output-only decode launch takes the warp-rows kernel (warp_rows.cuh), whose warps
+// form their rows' outputs without shared memory or barriers: launches whose batch is small
+// enough that choose_p_chunk splits each head into chunks of at most kWarps * 4 rows (batch 1-2
+// of the model geometries), with an fp32 checkpoint on a 16-byte aligned view, dstate 128, a ring
+// of at most 32 entries (B <= 31) and 16-byte aligned entries. Where the head is not split
+// (p_chunk == P) the stream-first rule applies instead, and a forced stream-first order
+// (REPLAYSSM_M2_DECODE_STREAM_FIRST=1) keeps the rule from taking this kernel.
+// REPLAYSSM_M2_DECODE_WARP_ROWS (0 or 1, read at every launch, so both kernels compare in one
+// process) overrides the rule; 1 where the kernel is not built or the launch does not fit it is
+// an error, and so is 1 beside a forced stream-first order.
+inline const char* replay_warp_rows_choice(const ReplayParams& p, bool built, int p_chunk, bool* on) {
+  constexpr const char* kVar = "REPLAYSSM_M2_DECODE_WARP_ROWS";
+  int32_t stream_first_forced = -1;
+  if (const char* err = env_count_override("REPLAYSSM_M2_DECODE_STREAM_FIRST", 1,
+                                           "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1", &stream_first_forced))
+    return err;
+  const bool output_only = p.mode == ReplayMode::kOutputOnly;
+  const bool fits = output_only && p.state_vec_aligned && p.entries_vec_aligned && p.ring_len <= kWarpRowsMaxRing &&
+                    p_chunk <= kWarps * kWarpRowsPerWarp;
+  const bool rule = built && fits && p_chunk < p.geo.P && stream_first_forced != 1;
+  if (const char* err = env_forced_choice(
+          kVar, "REPLAYSSM_M2_DECODE_WARP_ROWS must be 0 or 1", rule, built, fits,
+          "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel is built for an fp32 checkpoint and dstate 128",
+          "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel runs mamba2_decode's output-only route on a "
+          "16-byte aligned state view and 16-byte aligned entries, with a ring of at most 32 entries and heads "
+          "split into chunks of at most 16 rows (small batches); this launch is not one",
+          on))
+    return err;
+  if (*on && stream_first_forced == 1)
+    return "REPLAYSSM_M2_DECODE_WARP_ROWS=1 and REPLAYSSM_M2_DECODE_STREAM_FIRST=1 select two kernels for one "
+           "launch: set at most one of them to 1";
+  return nullptr;
+}
+
 template <typename Act, typename St, int N>
 const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
@@ -149,6 +183,9 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   bool stream_first = false;
   if (const char* err = replay_stream_first(p, kReplayStreamFirstBuilt<St>, p_chunk == p.geo.P, &stream_first))
     return err;
+  bool warp_rows = false;
+  if (const char* err = replay_warp_rows_choice(p, kWarpRowsBuilt<St, N>, p_chunk, &warp_rows)) return err;
+  if (warp_rows) stream_first = false;  // the stream-first rule, not forced (replay_warp_rows_choice)
   constexpr bool kMmaBuilt = kReplayMma<Act, St, N, kWarps>;
   bool mma = false;
   if (const char* err = replay_mma_choice(p, kMmaBuilt, p_chunk, &mma)) return err;
@@ -176,6 +213,13 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   }
   if constexpr (kMmaBuilt) {
     if (mma) kernel = mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
+  }
+  // The aligned-view instance with the warp-rows branch in front (its flush rows are folded as
+  // that instance folds them).
+  if constexpr (kWarpRowsBuilt<St, N>) {
+    if (warp_rows)
+      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, true, false, true>
+                      : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, false, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);
