@@ -212,16 +212,11 @@ struct ReplayMmaStream {
                  make_float4(v[ss][0][2 * half], v[ss][0][2 * half + 1], v[ss][1][2 * half], v[ss][1][2 * half + 1]));
   }
 
-  // How many tiles ahead of the one in registers the stream asks L2 for its state.
-  static constexpr int kL2LeadTiles = 3;
-  static_assert(kL2LeadTiles >= 1 && kL2LeadTiles <= kWarps, "first_unit asks for tiles 1 .. kL2LeadTiles - 1, one per warp");
-
-  // The first unit, loaded as soon as the slot is known, and tiles 1 .. kL2LeadTiles - 1 asked of
-  // L2 (one bulk prefetch each, by lane 0 of warps 1 ..; the stream asks for each later tile
-  // kL2LeadTiles tiles ahead, in run_tiles), so that the prologue has them in flight.
+  // The first unit, loaded as soon as the slot is known, and tile 1 asked of L2 (one bulk prefetch
+  // by warp 1's lane 0; the stream asks for each later tile two tiles ahead, in run).
   __device__ __forceinline__ void first_unit(Unit& v) const {
     load_at(piece0(0), tiles.tile_rows - static_cast<int>((threadIdx.x & 31) >> 2), tiles.tile_rows >= kMmaTileRows, v);
-    if (warp >= 1 && warp < kL2LeadTiles) tiles.prefetch_tile(warp * kMmaTileRows);
+    if (warp == 1 % kWarps) tiles.prefetch_tile(kMmaTileRows);
   }
 
   // C at the columns this lane holds: c[ss][h][e] = C[16 (2 warp + ss) + 4 t + 2 h + e].
@@ -332,10 +327,10 @@ struct ReplayMmaStream {
 #pragma unroll 1
     for (int tile = 0; tile < num_tiles; ++tile, state += kMmaTileRows * N) {
       const int m0 = tile * kMmaTileRows;
-      // The next tile's unit in registers, and the one kL2LeadTiles on asked of L2 (by one warp per tile):
+      // The next tile's unit in registers, and the one after it asked of L2 (by one warp per tile):
       // each warp holds one unit in flight, and the CTA's prologue and its outputs have nothing else
       // in flight.
-      if ((tile & (kWarps - 1)) == warp) tiles.prefetch_tile(m0 + kL2LeadTiles * kMmaTileRows);
+      if ((tile & (kWarps - 1)) == warp) tiles.prefetch_tile(m0 + 2 * kMmaTileRows);
       Unit nxt;
       if (tile + 1 < num_tiles)
         load_at(state + kMmaTileRows * N, plen - m0 - kMmaTileRows - g, plen - m0 >= 2 * kMmaTileRows, nxt);

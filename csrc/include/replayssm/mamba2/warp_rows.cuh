@@ -88,29 +88,30 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
 #pragma unroll
   for (int q = 0; q < kWarpRowsPerWarp; ++q)
     s[q] = r0 + q < plen ? __ldcs(reinterpret_cast<const float4*>(S + q * N)) : make_float4(0.f, 0.f, 0.f, 0.f);
-  const int R = p.ring_len;
   const int hist = p.hist[slot];
   const int start = p.start[slot];
-  if (p.flush[slot] != 0) return false;
-  // As in the replay kernel: cursors outside the contract skip the row.
-  if (hist < 0 || start < 0 || start >= R || hist + 1 > R) return true;
+  const int8_t flush = p.flush[slot];
 
-  // Lane j's entry (j < n_ent): its delta and its x at the warp's rows.
-  const int n_ent = hist + 1;
-  const float d_new = biased_dt_to_delta(to_float(dt_tok) + dt_bias, p.layer.dt_softplus);
-  const int pos_new = ring_index_checked(start, hist, R);
+  // The ring's R entries by physical position, lane i holding position i, requested beside the
+  // cursors rather than after them (they depend on the slot alone): one memory latency fewer
+  // before the entries' terms. Once the cursors are in, lane j takes logical entry j's values from
+  // the lane of its position. Positions past the history are read too (R <= 32 entries).
+  const int R = p.ring_len;
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
   const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
   float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
-  float d = 0.f, xj[kWarpRowsPerWarp] = {};
-  if (lane < n_ent) {
-    const int pos = lane < hist ? ring_index_checked(start, lane, R) : pos_new;
-    d = lane < hist ? ring_dt[pos] : d_new;
-    const Act* const xr = lane < hist ? ring_x + static_cast<int64_t>(pos) * P + p0 : x_in;
+  float d_pos = 0.f, x_pos[kWarpRowsPerWarp] = {};
+  if (lane < R) {
+    d_pos = ring_dt[lane];
+    const Act* const xr = ring_x + static_cast<int64_t>(lane) * P + p0;
 #pragma unroll
     for (int q = 0; q < kWarpRowsPerWarp; ++q)
-      if (r0 + q < plen) xj[q] = to_float(xr[r0 + q]);
+      if (r0 + q < plen) x_pos[q] = to_float(xr[r0 + q]);
   }
+  float x_tok[kWarpRowsPerWarp] = {};
+#pragma unroll
+  for (int q = 0; q < kWarpRowsPerWarp; ++q)
+    if (r0 + q < plen) x_tok[q] = to_float(x_in[r0 + q]);
 
   // S0[p] . C for the warp's rows.
   float dots[kWarpRowsPerWarp];
@@ -119,32 +120,53 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
     dots[q] = fmaf(s[q].x, c[0], fmaf(s[q].y, c[1], fmaf(s[q].z, c[2], s[q].w * c[3])));
   Sums::row_sums<kWarpRowsPerWarp>(dots, lane);
 
-  // B_j . C, four entries at a time (their sums reduced together: entry jb + m ends in lanes
-  // 8m .. 8m + 7), moved to lane j.
-  float bc = 0.f;
-  for (int jb = 0; jb < n_ent; jb += 4) {
+  // B_i . C for every position i and for the new token (as position R), four at a time (their
+  // sums reduced together: value ib + m ends in lanes 8m .. 8m + 7), moved to lane i; the new
+  // token's to every lane.
+  float bc_pos = 0.f, bc_tok = 0.f;
+  for (int ib = 0; ib <= R; ib += 4) {
     float part[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int j = jb + m;
+      const int i = ib + m;
       part[m] = 0.f;
-      if (j < n_ent) {
+      if (i <= R) {
         float b[kCols];
-        load_f32<Act, kCols>((j < hist ? ring_B + static_cast<int64_t>(ring_index_checked(start, j, R)) * N : B_in) +
-                                 kCols * lane,
-                             b);
+        load_f32<Act, kCols>((i < R ? ring_B + static_cast<int64_t>(i) * N : B_in) + kCols * lane, b);
 #pragma unroll
         for (int e = 0; e < kCols; ++e) part[m] = fmaf(b[e], c[e], part[m]);
       }
     }
     Sums::row_sums<4>(part, lane);
-    const int m = lane - jb;
+    const int m = lane - ib;
     const float mine = __shfl_sync(0xffffffffu, part[0], 8 * (m & 3));
-    if (m >= 0 && m < 4) bc = mine;
+    if (m >= 0 && m < 4) bc_pos = mine;
+    if (R >= ib && R < ib + 4) bc_tok = __shfl_sync(0xffffffffu, part[0], 8 * (R - ib));
+  }
+
+  if (flush != 0) return false;
+  // As in the replay kernel: cursors outside the contract skip the row.
+  if (hist < 0 || start < 0 || start >= R || hist + 1 > R) return true;
+  // Lane j's logical entry (j <= hist: the history, then the new token): its delta, its x at the
+  // warp's rows and B_j . C; zeros past it.
+  const float d_new = biased_dt_to_delta(to_float(dt_tok) + dt_bias, p.layer.dt_softplus);
+  const int pos_new = ring_index_checked(start, hist, R);
+  const int src = lane < hist ? ring_index_checked(start, lane, R) : lane;
+  float d = __shfl_sync(0xffffffffu, d_pos, src);
+  float bc = __shfl_sync(0xffffffffu, bc_pos, src);
+  float xj[kWarpRowsPerWarp];
+#pragma unroll
+  for (int q = 0; q < kWarpRowsPerWarp; ++q) xj[q] = __shfl_sync(0xffffffffu, x_pos[q], src);
+  if (lane >= hist) {
+    const bool tok = lane == hist;
+    d = tok ? d_new : 0.f;
+    bc = tok ? bc_tok : 0.f;
+#pragma unroll
+    for (int q = 0; q < kWarpRowsPerWarp; ++q) xj[q] = tok ? x_tok[q] : 0.f;
   }
 
   // Decay weights: the sum of the later entries' deltas by a suffix scan over the lanes (lanes past
-  // n_ent hold d = 0), s_j = d_j exp(A later_j); the total decay from lane 0's.
+  // n_ent = hist + 1 hold d = 0), s_j = d_j exp(A later_j); the total decay from lane 0's.
   float later = __shfl_down_sync(0xffffffffu, d, 1);
   if (lane == 31) later = 0.f;
 #pragma unroll
