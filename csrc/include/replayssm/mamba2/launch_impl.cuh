@@ -144,7 +144,7 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
 // form their rows' outputs without shared memory or barriers: launches whose batch is small
 // enough that choose_p_chunk splits each head into chunks of at most kWarps * 4 rows (batch 1-2
 // of the model geometries), with an fp32 checkpoint on a 16-byte aligned view, dstate 128, a ring
-// of at most 32 entries (B <= 31) and 16-byte aligned entries. Where the head is not split
+// of at most 31 entries (B <= 30) and 16-byte aligned entries. Where the head is not split
 // (p_chunk == P) the stream-first rule applies instead, and a forced stream-first order
 // (REPLAYSSM_M2_DECODE_STREAM_FIRST=1) keeps the rule from taking this kernel.
 // REPLAYSSM_M2_DECODE_WARP_ROWS (0 or 1, read at every launch, so both kernels compare in one
@@ -164,7 +164,7 @@ inline const char* replay_warp_rows_choice(const ReplayParams& p, bool built, in
           kVar, "REPLAYSSM_M2_DECODE_WARP_ROWS must be 0 or 1", rule, built, fits,
           "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel is built for an fp32 checkpoint and dstate 128",
           "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel runs mamba2_decode's output-only route on a "
-          "16-byte aligned state view and 16-byte aligned entries, with a ring of at most 32 entries and heads "
+          "16-byte aligned state view and 16-byte aligned entries, with a ring of at most 31 entries and heads "
           "split into chunks of at most 16 rows (small batches); this launch is not one",
           on))
     return err;

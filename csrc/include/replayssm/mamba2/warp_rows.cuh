@@ -19,7 +19,7 @@
 //
 // Rows that flush (a per-slot flag, read here) go on to the replay kernel's own code (this is the
 // first part of its kWarpRows instances), so one launch still serves any mix of phases. Built for an fp32 checkpoint on a 16-byte aligned view,
-// dstate 128 (one 16-byte state vector per lane and row), rings of at most 32 entries (one lane
+// dstate 128 (one 16-byte state vector per lane and row), rings of at most 31 entries (one lane
 // each) and entries whose rows are 16-byte aligned (B_j loaded in one vector per lane); the
 // launcher (replay_warp_rows_choice, launch_impl.cuh) checks all of it.
 #pragma once
@@ -38,7 +38,9 @@
 namespace replayssm::mamba2 {
 
 constexpr int kWarpRowsPerWarp = 4;   // state rows per warp: a CTA covers kWarps * 4 rows of P
-constexpr int kWarpRowsMaxRing = 32;  // one ring entry per lane
+constexpr int kWarpRowsEntriesPerWarp = 8;  // B_j . C sums per warp: eight reduce together over 32 lanes
+constexpr int kWarpRowsMaxEntries = 4 * kWarpRowsEntriesPerWarp;  // the ring's positions and the new token
+constexpr int kWarpRowsMaxRing = kWarpRowsMaxEntries - 1;  // one ring position per lane
 constexpr int kWarpRowsN = 128;       // one fp32 16-byte vector per lane and row
 template <typename St, int N>
 constexpr bool kWarpRowsBuilt = std::is_same_v<St, float> && N == kWarpRowsN;
@@ -50,6 +52,7 @@ template <typename Act, int kWarps>
 __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const int p_chunk) {
   constexpr int N = kWarpRowsN;
   constexpr int kCols = N / 32;  // state columns per lane
+  static_assert(kWarps * kWarpRowsEntriesPerWarp >= kWarpRowsMaxEntries, "the warps cover every ring position");
   using Sums = LaneSums<32>;
   const int chunk = blockIdx.x, h = blockIdx.y, row = blockIdx.z;
   const int P = p.geo.P;
@@ -95,7 +98,7 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   // The ring's R entries by physical position, lane i holding position i, requested beside the
   // cursors rather than after them (they depend on the slot alone): one memory latency fewer
   // before the entries' terms. Once the cursors are in, lane j takes logical entry j's values from
-  // the lane of its position. Positions past the history are read too (R <= 32 entries).
+  // the lane of its position. Positions past the history are read too (R <= 31 entries).
   const int R = p.ring_len;
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
   const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
@@ -120,29 +123,36 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
     dots[q] = fmaf(s[q].x, c[0], fmaf(s[q].y, c[1], fmaf(s[q].z, c[2], s[q].w * c[3])));
   Sums::row_sums<kWarpRowsPerWarp>(dots, lane);
 
-  // B_i . C for every position i and for the new token (as position R), four at a time (their
-  // sums reduced together: value ib + m ends in lanes 8m .. 8m + 7), moved to lane i; the new
-  // token's to every lane.
-  float bc_pos = 0.f, bc_tok = 0.f;
-  for (int ib = 0; ib <= R; ib += 4) {
-    float part[4];
+  // B_i . C for every position i and for the new token (as position R). The warps split the R + 1
+  // entries (warp w takes i = w + kWarps m), each warp's eight requested together beside the
+  // cursors, and pass the sums on through shared memory (one barrier). Each warp taking all of
+  // them in groups of four, a group's loads waited for the previous group's shuffles: ceil((R + 1)
+  // / 4) memory latencies in a row (5 at B = 16) where this has one.
+  __shared__ float bc_s[kWarpRowsMaxEntries];
+  {
+    float part[kWarpRowsEntriesPerWarp];
+    float b[kWarpRowsEntriesPerWarp][kCols];
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int i = ib + m;
+    for (int m = 0; m < kWarpRowsEntriesPerWarp; ++m) {
+      const int i = warp + kWarps * m;
+      if (i <= R) load_f32<Act, kCols>((i < R ? ring_B + static_cast<int64_t>(i) * N : B_in) + kCols * lane, b[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < kWarpRowsEntriesPerWarp; ++m) {
       part[m] = 0.f;
-      if (i <= R) {
-        float b[kCols];
-        load_f32<Act, kCols>((i < R ? ring_B + static_cast<int64_t>(i) * N : B_in) + kCols * lane, b);
+      if (warp + kWarps * m <= R) {
 #pragma unroll
-        for (int e = 0; e < kCols; ++e) part[m] = fmaf(b[e], c[e], part[m]);
+        for (int e = 0; e < kCols; ++e) part[m] = fmaf(b[m][e], c[e], part[m]);
       }
     }
-    Sums::row_sums<4>(part, lane);
-    const int m = lane - ib;
-    const float mine = __shfl_sync(0xffffffffu, part[0], 8 * (m & 3));
-    if (m >= 0 && m < 4) bc_pos = mine;
-    if (R >= ib && R < ib + 4) bc_tok = __shfl_sync(0xffffffffu, part[0], 8 * (R - ib));
+    // Value m ends in lanes 4m .. 4m + 3 (LaneSums' halvings of eight values over 32 lanes).
+    Sums::row_sums<kWarpRowsEntriesPerWarp>(part, lane);
+    const int i = warp + kWarps * (lane >> 2);
+    if ((lane & 3) == 0 && i <= R) bc_s[i] = part[0];
   }
+  __syncthreads();
+  const float bc_pos = lane < R ? bc_s[lane] : 0.f;
+  const float bc_tok = bc_s[R];
 
   if (flush != 0) return false;
   // As in the replay kernel: cursors outside the contract skip the row.
