@@ -404,6 +404,42 @@ def test_state_update_snapshots(geo, T):
     run_state_update(Mamba2(g), "cuda", "fp32", "bf16", rows=3, steps=6, T=T, seed=90 + T)
 
 
+UPDATE_ROWS_CASES = [
+    # geometry, rows, activations, the layer's options (D, z, dt_bias, softplus)
+    (NANO, 2, "bf16", True),                              # the model geometry at batch 2: 16-row chunks
+    (SUPER, 1, "fp16", True),
+    (Mamba2Geo(H=4, P=40, N=128, G=2), 3, "fp32", True),  # a last chunk of 8 rows: idle warps
+    (Mamba2Geo(H=6, P=48, N=128, G=3), 2, "bf16", False),  # no D, z, dt_bias or softplus
+]
+
+
+@pytest.mark.parametrize("kernel", ["rows", "general"])
+@pytest.mark.parametrize("geo,rows,act,options", UPDATE_ROWS_CASES, ids=["nano", "super", "p40", "bare"])
+def test_state_update_rows_forms(geo, rows, act, options, kernel, monkeypatch):
+    """The classic step on the rows kernel (REPLAYSSM_M2_UPDATE_ROWS=1: each warp updates four state
+    rows in registers, no shared memory) and on the general kernel (=0), chained over 40 steps with
+    padding rows, against the recurrence: outputs, written states, untouched slots."""
+    monkeypatch.setenv("REPLAYSSM_M2_UPDATE_ROWS", "1" if kernel == "rows" else "0")
+    fam = Mamba2(geo) if options else Mamba2(geo, use_D=False, use_z=False, use_dt_bias=False, dt_softplus=False)
+    run_state_update(fam, "cuda", "fp32", act, rows=rows, steps=40, seed=3900 + rows, null_slot=0)
+
+
+@pytest.mark.parametrize("state,misaligned,value,message", [
+    (torch.float32, False, "2", "REPLAYSSM_M2_UPDATE_ROWS must be 0 or 1"),
+    (torch.bfloat16, False, "1", "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel is built for an fp32 state and dstate 128"),
+    (torch.float32, True, "1", "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel runs the plain form \\(one token per "
+                               "row\\) on a 16-byte aligned state view"),
+])
+def test_state_update_rows_override_errors(state, misaligned, value, message, monkeypatch):
+    """REPLAYSSM_M2_UPDATE_ROWS other than 0 / 1, or 1 where the rows kernel does not run (a 2-byte
+    state, a state view off the 16-byte grid): the error names the variable, and the launch writes
+    nothing."""
+    args = valid_args("mamba2_state_update", device="cuda", state_dtype=state)
+    _dstate_128(args)
+    _assert_override_raises("mamba2_state_update", args, None, misaligned, "REPLAYSSM_M2_UPDATE_ROWS", value, message,
+                            monkeypatch)
+
+
 # --- lockstep with the CPU ops -----------------------------------------------------------------
 
 def _rel_err(a, b):

@@ -20,6 +20,7 @@
 #include "replayssm/mamba2/replay_kernel.cuh"
 #include "replayssm/mamba2/spec_kernel.cuh"
 #include "replayssm/mamba2/state_update_kernel.cuh"
+#include "replayssm/mamba2/state_update_rows.cuh"
 
 namespace replayssm::mamba2 {
 
@@ -225,13 +226,38 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);
 }
 
+// Whether a classic-step launch takes the rows kernel (state_update_rows.cuh: no shared memory, no
+// barrier): the plain form (one token per row) with an fp32 state on a 16-byte aligned view and
+// dstate 128, where choose_p_chunk splits each head into chunks of at most kWarps * 4 rows (batch
+// 1-2 of the model geometries). REPLAYSSM_M2_UPDATE_ROWS (0 or 1, read at every launch, so both
+// kernels compare in one process) overrides the rule; 1 where the kernel is not built or the
+// launch does not fit it is an error.
+inline const char* update_rows_choice(const StateUpdateParams& p, bool built, int p_chunk, bool* on) {
+  const bool fits = p.cu_seqlens == nullptr && p.state_vec_aligned && p_chunk <= kWarps * kUpdateRowsPerWarp;
+  return env_forced_choice("REPLAYSSM_M2_UPDATE_ROWS", "REPLAYSSM_M2_UPDATE_ROWS must be 0 or 1",
+                           built && fits && p_chunk < p.geo.P, built, fits,
+                           "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel is built for an fp32 state and dstate 128",
+                           "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel runs the plain form (one token per row) on a "
+                           "16-byte aligned state view with heads split into chunks of at most 16 rows (small "
+                           "batches); this launch is not one",
+                           on);
+}
+
 template <typename Act, typename St, int N>
 const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t stream) {
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
+  bool rows = false;
+  if (const char* err = update_rows_choice(p, kUpdateRowsBuilt<St, N>, p_chunk, &rows)) return err;
   if (heads_total == 0) return nullptr;
+  if constexpr (kUpdateRowsBuilt<St, N>) {
+    if (rows)
+      return launch_kernel(EarlyLaunch::kYes, mamba2_state_update_rows_kernel<Act, kWarps>,
+                           chunk_head_row_grid(p.geo.P, p_chunk, p.geo.H, p.batch), dim3(kWarps * 32), 0, stream, p,
+                           p_chunk);
+  }
   const size_t smem = static_cast<size_t>(StateUpdateSmem(p.max_tokens, p_chunk, N).total) * sizeof(float);
   auto kernel = mamba2_state_update_kernel<Act, St, N, kWarps>;
   if (const char* err = allow_smem(kernel, smem)) return err;
