@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import torch
 from torch.utils.cpp_extension import load_inline
 
-from replayssm_ext.benchmark import Timer
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root holds the package
+from replayssm_ext.benchmark import Timer  # noqa: E402
 
 H, P, N, ROWS, R = 96, 80, 128, 16, 16  # nano; 16-row chunks as choose_p_chunk takes at batch 1
 KINDS = ["empty", "slot", "read", "read_write", "cursor", "ring_all"]
