@@ -5,12 +5,12 @@
 // At batch 1 a step is a chain of memory latencies, not a stream: the replay kernel's CTA (16 rows
 // of one head) stages its ring entries in shared memory after its cursors, then forms the decay
 // weights, B_j . C and the per-row terms in passes split by three barriers, each pass waiting for
-// its slowest warp (session 25's trace: the non-flush body is 4.9 us at hist 0 and 5.7 us at
-// hist 8, against the classic step's 4.35 us). Here the ring's R positions are requested with the
-// cursors, right after the slot (slot -> everything else: two memory latencies where the replay
-// kernel has three), each warp holds four rows and the ring's x and delta, one position per lane,
-// and the warps split the B_j . C sums. Session 53 (H100, nano batch 1): non-flush step 5.87 ->
-// 4.87 us; with the entries taken after the cursors and no split of the sums (session 52) 5.69.
+// its slowest warp. Here the ring's R positions are requested with the cursors, right after the
+// slot, each warp holds four rows and the ring's x and delta (one position per lane), and the
+// warps split the B_j . C sums, each warp's B loads in flight together. Session 53 (H100, nano
+// batch 1, B = 16): non-flush step 5.86 -> 4.89 us, cycle 6.11 -> 5.33; the flush step, which
+// runs this prefix and then the replay kernel's code from its start, 8.90 -> 12.05
+// (docs/perf-notes.md, Mamba-2 plain decode, "Session 53").
 //
 // Per row p of the warp (output-only, non-flush; replay_kernel.cuh's header gives the math):
 //   y[p] = exp(A sum_j d_j) (S0[p] . C) + sum_j s_j (B_j . C) x_j[p] + D x[p]
@@ -86,16 +86,13 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return true;
 
-  // The warp's state rows, and the slot's cursors. The rows are requested before the flush flag
-  // is known, so they stay in L2 (no evict-first hint): a flushing row's fold, in the replay
-  // kernel's code after this, reads them again. With the hint that step took 8.9 -> 12.1 us at
-  // nano batch 1 (session 53, H100).
+  // The warp's state rows (evict-first: read once per step), and the slot's cursors.
   const float* const S = reinterpret_cast<const float*>(p.state) + slot * p.state_stride +
                          (static_cast<int64_t>(h) * P + p0 + r0) * N + kCols * lane;
   float4 s[kWarpRowsPerWarp];
 #pragma unroll
   for (int q = 0; q < kWarpRowsPerWarp; ++q)
-    s[q] = r0 + q < plen ? __ldcg(reinterpret_cast<const float4*>(S + q * N)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    s[q] = r0 + q < plen ? __ldcs(reinterpret_cast<const float4*>(S + q * N)) : make_float4(0.f, 0.f, 0.f, 0.f);
   const int hist = p.hist[slot];
   const int start = p.start[slot];
   const int8_t flush = p.flush[slot];
@@ -150,10 +147,6 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
         for (int e = 0; e < kCols; ++e) part[m] = fmaf(b[m][e], c[e], part[m]);
       }
     }
-    // A flushing row leaves here, before the shuffles and the barrier (the flag is per slot: the
-    // whole CTA leaves). Its B loads are consumed above, so they stay beside the cursors' rather
-    // than sunk past this branch.
-    if (flush != 0) return false;
     // Value m ends in lanes 4m .. 4m + 3 (LaneSums' halvings of eight values over 32 lanes).
     Sums::row_sums<kWarpRowsEntriesPerWarp>(part, lane);
     const int i = warp + kWarps * (lane >> 2);
@@ -163,6 +156,7 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   const float bc_pos = lane < R ? bc_s[lane] : 0.f;
   const float bc_tok = bc_s[R];
 
+  if (flush != 0) return false;
   // As in the replay kernel: cursors outside the contract skip the row.
   if (hist < 0 || start < 0 || start >= R || hist + 1 > R) return true;
   // Lane j's logical entry (j <= hist: the history, then the new token): its delta, its x at the
