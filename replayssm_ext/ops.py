@@ -158,6 +158,12 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     significant bits, below the output's bf16 rounding);
     ``REPLAYSSM_M2_DECODE_MMA`` (``0`` or ``1``, read at every launch) forces either update, and
     ``1`` raises where the tensor-core update is not built (docs/contract.md, "Launch overrides").
+    On the output-only route with an fp32 checkpoint, ``N`` = 128, 16-byte aligned ``state`` and
+    ring views and a ring of at most 31 entries, at the small batches that split each head into
+    chunks of at most 16 rows, the rows that do not flush form their outputs per warp from
+    registers, their ring positions requested beside the cursors (outputs equal up to rounding;
+    rings and checkpoints bit-identical); ``REPLAYSSM_M2_DECODE_WARP_ROWS`` (``0`` or ``1``)
+    forces either kernel.
 
     Returns ``out``.
     """
@@ -284,6 +290,12 @@ def mamba2_state_update(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: t
 
     Mutates ``state`` (``state[slots[r]]`` without ``cu_seqlens``, the snapshot slots with it) and
     ``out``. See docs/contract.md, "Ops".
+
+    One token per row with an fp32 state, ``N`` = 128 and a 16-byte aligned ``state`` view, at the
+    small batches that split each head into chunks of at most 16 rows, the CUDA step runs on a
+    kernel whose warps update four state rows each in registers (no shared memory);
+    ``REPLAYSSM_M2_UPDATE_ROWS`` (``0`` or ``1``, read at every launch) forces either kernel, and
+    ``1`` raises where the rows kernel cannot run (docs/contract.md, "Launch overrides").
 
     Returns ``out``.
     """

@@ -212,6 +212,98 @@ def _assert_override_raises(op, args, route, misaligned, variable, value, messag
         assert same_bytes(written[n], before[n]), f"a failed launch wrote {n}"
 
 
+# --- the output-only decode's warp-rows kernel (small batches) ------------------------------------
+
+WARP_ROWS_CASES = [
+    # geometry, B, rows, activations, the layer's options (D, z, dt_bias, softplus)
+    (NANO, 16, 2, "bf16", True),                         # the model geometry at batch 2: 16-row chunks
+    (SUPER, 30, 1, "fp16", True),                        # a ring of 31 entries, the most: B_j . C sums in every lane
+    (Mamba2Geo(H=4, P=40, N=128, G=2), 8, 3, "fp32", True),   # a last chunk of 8 rows: idle warps
+    (Mamba2Geo(H=6, P=48, N=128, G=3), 1, 2, "bf16", False),  # B = 1; no D, z, dt_bias or softplus
+]
+
+
+@pytest.mark.parametrize("kernel", ["warp_rows", "replay"])
+@pytest.mark.parametrize("geo,Bcap,rows,act,options", WARP_ROWS_CASES, ids=["nano", "super_r31", "p40", "b1_bare"])
+def test_decode_warp_rows_forms(geo, Bcap, rows, act, options, kernel, monkeypatch):
+    """The output-only decode on the warp-rows kernel (REPLAYSSM_M2_DECODE_WARP_ROWS=1: rows that do
+    not flush form their outputs per warp, without shared memory; rows that flush run the replay
+    kernel's CTA in the same launch) and on the replay kernel (=0), over flush cycles with every
+    phase in the batch, padding, 16-byte aligned pages and folds on demand, against the
+    recurrence: outputs, rings, cursors and the checkpoint at every flush."""
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_WARP_ROWS", "1" if kernel == "warp_rows" else "0")
+    fam = Mamba2(geo) if options else Mamba2(geo, use_D=False, use_z=False, use_dt_bias=False, dt_softplus=False)
+    cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",
+                      act=act, paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0, route="output_only",
+                      seed=3600 + Bcap + rows)
+    run_checked(fam, cfg)
+
+
+def test_decode_warp_rows_launcher_choice(monkeypatch):
+    """With the variable unset the launcher takes the warp-rows kernel where P splits into chunks of
+    at most 16 rows (nano, batch 1): 200 steps of one row with padding and folds on demand, against
+    the recurrence."""
+    monkeypatch.delenv("REPLAYSSM_M2_DECODE_WARP_ROWS", raising=False)
+    monkeypatch.delenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", raising=False)
+    cfg = _decode_cfg(Bcap=16, rows=1, spare_slots=1, steps=200, state="fp32", act="bf16", paged="aligned",
+                      null_slot=0, pad_prob=0.1, fold_prob=0.03, route="output_only", seed=3700)
+    run_checked(Mamba2(NANO), cfg, min_flushes=5)
+
+
+def test_decode_warp_rows_rings_bit_identical(monkeypatch):
+    """Both kernels write the same ring entry and fold flush rows with the same code: one output-only
+    decode step at dstate 128 (a non-flush row mid-history, a flushing row, a padding row) gives
+    bit-identical rings and checkpoints. The outputs of the non-flush row are summed in another
+    order, so they are compared to each other within a few units in the last place, and the flush
+    row's bit for bit."""
+    results = []
+    for value in ("1", "0"):
+        monkeypatch.setenv("REPLAYSSM_M2_DECODE_WARP_ROWS", value)
+        args = valid_args("mamba2_decode", device="cuda", seed=7)
+        _dstate_128(args)
+        args["route"] = "output_only"
+        call_op("mamba2_decode", args)
+        results.append(args)
+    torch.cuda.synchronize()
+    for n in ("state", "ring_x", "ring_B", "ring_dt"):
+        assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the two kernels"
+    flushing = results[0]["flush"][results[0]["slots"].long().clamp(min=0)].bool().cpu()
+    live = (results[0]["slots"] >= 0).cpu()
+    out_w, out_r = results[0]["out"].float().cpu(), results[1]["out"].float().cpu()
+    assert live.any() and (live & ~flushing).any() and (live & flushing).any()
+    assert torch.equal(out_w[live & flushing], out_r[live & flushing])
+    torch.testing.assert_close(out_w[live & ~flushing], out_r[live & ~flushing], rtol=2 ** -7, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,route,state,misaligned,env,message", [
+    ("mamba2_decode", "output_only", torch.float32, False, {"REPLAYSSM_M2_DECODE_WARP_ROWS": "2"},
+     "REPLAYSSM_M2_DECODE_WARP_ROWS must be 0 or 1"),
+    ("mamba2_decode", "state_and_output", torch.float32, False, {"REPLAYSSM_M2_DECODE_WARP_ROWS": "1"},
+     "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel runs mamba2_decode's output-only route"),
+    ("mamba2_flush", None, torch.float32, False, {"REPLAYSSM_M2_DECODE_WARP_ROWS": "1"},
+     "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel runs mamba2_decode's output-only route"),
+    ("mamba2_decode", "output_only", torch.bfloat16, False, {"REPLAYSSM_M2_DECODE_WARP_ROWS": "1"},
+     "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel is built for an fp32 checkpoint and dstate 128"),
+    ("mamba2_decode", "output_only", torch.float32, True, {"REPLAYSSM_M2_DECODE_WARP_ROWS": "1"},
+     "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel runs mamba2_decode's output-only route on a "
+     "16-byte aligned state view"),
+    ("mamba2_decode", "output_only", torch.float32, False,
+     {"REPLAYSSM_M2_DECODE_WARP_ROWS": "1", "REPLAYSSM_M2_DECODE_STREAM_FIRST": "1"},
+     "REPLAYSSM_M2_DECODE_WARP_ROWS=1 and REPLAYSSM_M2_DECODE_STREAM_FIRST=1 select two kernels"),
+])
+def test_decode_warp_rows_override_errors(op, route, state, misaligned, env, message, monkeypatch):
+    """REPLAYSSM_M2_DECODE_WARP_ROWS other than 0 / 1, or 1 where the warp-rows kernel does not run (the
+    state-and-output route, mamba2_flush, a 2-byte checkpoint, a state view off the 16-byte grid) or
+    beside a forced stream-first order: the error names the variable, and the launch writes
+    nothing."""
+    args = valid_args(op, device="cuda", state_dtype=state)
+    _dstate_128(args)
+    for name, value in list(env.items())[1:]:
+        monkeypatch.setenv(name, value)
+    variable, value = next(iter(env.items()))
+    _assert_override_raises(op, args, route, misaligned, variable, value, message, monkeypatch)
+
+
 # --- the state-and-output route's rank update on tensor cores ------------------------------------
 
 MMA_CASES = [
@@ -310,6 +402,42 @@ def test_state_update_plain(state, act):
 def test_state_update_snapshots(geo, T):
     g = {"odd": ODD, "wide": WIDE, "nano": NANO}[geo]
     run_state_update(Mamba2(g), "cuda", "fp32", "bf16", rows=3, steps=6, T=T, seed=90 + T)
+
+
+UPDATE_ROWS_CASES = [
+    # geometry, rows, activations, the layer's options (D, z, dt_bias, softplus)
+    (NANO, 2, "bf16", True),                              # the model geometry at batch 2: 16-row chunks
+    (SUPER, 1, "fp16", True),
+    (Mamba2Geo(H=4, P=40, N=128, G=2), 3, "fp32", True),  # a last chunk of 8 rows: idle warps
+    (Mamba2Geo(H=6, P=48, N=128, G=3), 2, "bf16", False),  # no D, z, dt_bias or softplus
+]
+
+
+@pytest.mark.parametrize("kernel", ["rows", "general"])
+@pytest.mark.parametrize("geo,rows,act,options", UPDATE_ROWS_CASES, ids=["nano", "super", "p40", "bare"])
+def test_state_update_rows_forms(geo, rows, act, options, kernel, monkeypatch):
+    """The classic step on the rows kernel (REPLAYSSM_M2_UPDATE_ROWS=1: each warp updates four state
+    rows in registers, no shared memory) and on the general kernel (=0), chained over 40 steps with
+    padding rows, against the recurrence: outputs, written states, untouched slots."""
+    monkeypatch.setenv("REPLAYSSM_M2_UPDATE_ROWS", "1" if kernel == "rows" else "0")
+    fam = Mamba2(geo) if options else Mamba2(geo, use_D=False, use_z=False, use_dt_bias=False, dt_softplus=False)
+    run_state_update(fam, "cuda", "fp32", act, rows=rows, steps=40, seed=3900 + rows, null_slot=0)
+
+
+@pytest.mark.parametrize("state,misaligned,value,message", [
+    (torch.float32, False, "2", "REPLAYSSM_M2_UPDATE_ROWS must be 0 or 1"),
+    (torch.bfloat16, False, "1", "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel is built for an fp32 state and dstate 128"),
+    (torch.float32, True, "1", "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel runs the plain form \\(one token per "
+                               "row\\) on a 16-byte aligned state view"),
+])
+def test_state_update_rows_override_errors(state, misaligned, value, message, monkeypatch):
+    """REPLAYSSM_M2_UPDATE_ROWS other than 0 / 1, or 1 where the rows kernel does not run (a 2-byte
+    state, a state view off the 16-byte grid): the error names the variable, and the launch writes
+    nothing."""
+    args = valid_args("mamba2_state_update", device="cuda", state_dtype=state)
+    _dstate_128(args)
+    _assert_override_raises("mamba2_state_update", args, None, misaligned, "REPLAYSSM_M2_UPDATE_ROWS", value, message,
+                            monkeypatch)
 
 
 # --- lockstep with the CPU ops -----------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include "replayssm/mamba2/replay_kernel.cuh"
 #include "replayssm/mamba2/spec_kernel.cuh"
 #include "replayssm/mamba2/state_update_kernel.cuh"
+#include "replayssm/mamba2/state_update_rows.cuh"
 
 namespace replayssm::mamba2 {
 
@@ -140,6 +141,41 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
                            on);
 }
 
+// Whether an output-only decode launch takes the warp-rows kernel (warp_rows.cuh), whose warps
+// form their rows' outputs from registers, with their ring positions requested beside the cursors
+// and one barrier: launches whose batch is small
+// enough that choose_p_chunk splits each head into chunks of at most kWarps * 4 rows (batch 1-2
+// of the model geometries), with an fp32 checkpoint on a 16-byte aligned view, dstate 128, a ring
+// of at most 31 entries (B <= 30) and 16-byte aligned entries. Where the head is not split
+// (p_chunk == P) the stream-first rule applies instead, and a forced stream-first order
+// (REPLAYSSM_M2_DECODE_STREAM_FIRST=1) keeps the rule from taking this kernel.
+// REPLAYSSM_M2_DECODE_WARP_ROWS (0 or 1, read at every launch, so both kernels compare in one
+// process) overrides the rule; 1 where the kernel is not built or the launch does not fit it is
+// an error, and so is 1 beside a forced stream-first order.
+inline const char* replay_warp_rows_choice(const ReplayParams& p, bool built, int p_chunk, bool* on) {
+  constexpr const char* kVar = "REPLAYSSM_M2_DECODE_WARP_ROWS";
+  int32_t stream_first_forced = -1;
+  if (const char* err = env_count_override("REPLAYSSM_M2_DECODE_STREAM_FIRST", 1,
+                                           "REPLAYSSM_M2_DECODE_STREAM_FIRST must be 0 or 1", &stream_first_forced))
+    return err;
+  const bool output_only = p.mode == ReplayMode::kOutputOnly;
+  const bool fits = output_only && p.state_vec_aligned && p.entries_vec_aligned && p.ring_len <= kWarpRowsMaxRing &&
+                    p_chunk <= kWarps * kWarpRowsPerWarp;
+  const bool rule = built && fits && p_chunk < p.geo.P && stream_first_forced != 1;
+  if (const char* err = env_forced_choice(
+          kVar, "REPLAYSSM_M2_DECODE_WARP_ROWS must be 0 or 1", rule, built, fits,
+          "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel is built for an fp32 checkpoint and dstate 128",
+          "REPLAYSSM_M2_DECODE_WARP_ROWS=1: the warp-rows kernel runs mamba2_decode's output-only route on a "
+          "16-byte aligned state view and 16-byte aligned entries, with a ring of at most 31 entries and heads "
+          "split into chunks of at most 16 rows (small batches); this launch is not one",
+          on))
+    return err;
+  if (*on && stream_first_forced == 1)
+    return "REPLAYSSM_M2_DECODE_WARP_ROWS=1 and REPLAYSSM_M2_DECODE_STREAM_FIRST=1 select two kernels for one "
+           "launch: set at most one of them to 1";
+  return nullptr;
+}
+
 template <typename Act, typename St, int N>
 const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   constexpr int kRows = rows_per_iteration<St, N, kWarps>();
@@ -149,6 +185,9 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   bool stream_first = false;
   if (const char* err = replay_stream_first(p, kReplayStreamFirstBuilt<St>, p_chunk == p.geo.P, &stream_first))
     return err;
+  bool warp_rows = false;
+  if (const char* err = replay_warp_rows_choice(p, kWarpRowsBuilt<St, N>, p_chunk, &warp_rows)) return err;
+  if (warp_rows) stream_first = false;  // the stream-first rule, not forced (replay_warp_rows_choice)
   constexpr bool kMmaBuilt = kReplayMma<Act, St, N, kWarps>;
   bool mma = false;
   if (const char* err = replay_mma_choice(p, kMmaBuilt, p_chunk, &mma)) return err;
@@ -177,8 +216,32 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   if constexpr (kMmaBuilt) {
     if (mma) kernel = mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
   }
+  // The aligned-view instance with the warp-rows branch in front (its flush rows are folded as
+  // that instance folds them).
+  if constexpr (kWarpRowsBuilt<St, N>) {
+    if (warp_rows)
+      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, true, false, true>
+                      : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, false, true>;
+  }
   if (const char* err = allow_smem(kernel, smem)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);
+}
+
+// Whether a classic-step launch takes the rows kernel (state_update_rows.cuh: no shared memory, no
+// barrier): the plain form (one token per row) with an fp32 state on a 16-byte aligned view and
+// dstate 128, where choose_p_chunk splits each head into chunks of at most kWarps * 4 rows (batch
+// 1-2 of the model geometries). REPLAYSSM_M2_UPDATE_ROWS (0 or 1, read at every launch, so both
+// kernels compare in one process) overrides the rule; 1 where the kernel is not built or the
+// launch does not fit it is an error.
+inline const char* update_rows_choice(const StateUpdateParams& p, bool built, int p_chunk, bool* on) {
+  const bool fits = p.cu_seqlens == nullptr && p.state_vec_aligned && p_chunk <= kWarps * kUpdateRowsPerWarp;
+  return env_forced_choice("REPLAYSSM_M2_UPDATE_ROWS", "REPLAYSSM_M2_UPDATE_ROWS must be 0 or 1",
+                           built && fits && p_chunk < p.geo.P, built, fits,
+                           "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel is built for an fp32 state and dstate 128",
+                           "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel runs the plain form (one token per row) on a "
+                           "16-byte aligned state view with heads split into chunks of at most 16 rows (small "
+                           "batches); this launch is not one",
+                           on);
 }
 
 template <typename Act, typename St, int N>
@@ -187,7 +250,15 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   const int64_t heads_total = static_cast<int64_t>(p.batch) * p.geo.H;
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
+  bool rows = false;
+  if (const char* err = update_rows_choice(p, kUpdateRowsBuilt<St, N>, p_chunk, &rows)) return err;
   if (heads_total == 0) return nullptr;
+  if constexpr (kUpdateRowsBuilt<St, N>) {
+    if (rows)
+      return launch_kernel(EarlyLaunch::kYes, mamba2_state_update_rows_kernel<Act, kWarps>,
+                           chunk_head_row_grid(p.geo.P, p_chunk, p.geo.H, p.batch), dim3(kWarps * 32), 0, stream, p,
+                           p_chunk);
+  }
   const size_t smem = static_cast<size_t>(StateUpdateSmem(p.max_tokens, p_chunk, N).total) * sizeof(float);
   auto kernel = mamba2_state_update_kernel<Act, St, N, kWarps>;
   if (const char* err = allow_smem(kernel, smem)) return err;
