@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 53, GPU call 4, on main after the merge: build (Mamba-2 kernels), the Mamba-2 GPU tests,
 # then memcheck and racecheck of the two new kernels' forms tests (both rows kernels forced).
-# Run from the repository root: bash bench/results/h100-2026-12-06-s53/s53-call4.sh
+# Run from the repository root: bash bench/results/h100-2026-12-06-s53/call4_main_tests/s53-call4.sh
 source scripts/device_env.sh || exit 1
 export REPLAYSSM_FAMILIES=mamba2
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
