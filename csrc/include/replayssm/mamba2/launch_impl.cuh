@@ -160,7 +160,7 @@ inline const char* replay_warp_rows_choice(const ReplayParams& p, bool built, in
     return err;
   const bool output_only = p.mode == ReplayMode::kOutputOnly;
   const bool fits = output_only && p.state_vec_aligned && p.entries_vec_aligned && p.ring_len <= kWarpRowsMaxRing &&
-                    p_chunk <= kWarps * kWarpRowsPerWarp;
+                    p_chunk <= kWarps * RowsCta::kRowsPerWarp;
   const bool rule = built && fits && p_chunk < p.geo.P && stream_first_forced != 1;
   if (const char* err = env_forced_choice(
           kVar, "REPLAYSSM_M2_DECODE_WARP_ROWS must be 0 or 1", rule, built, fits,
@@ -186,7 +186,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   if (const char* err = replay_stream_first(p, kReplayStreamFirstBuilt<St>, p_chunk == p.geo.P, &stream_first))
     return err;
   bool warp_rows = false;
-  if (const char* err = replay_warp_rows_choice(p, kWarpRowsBuilt<St, N>, p_chunk, &warp_rows)) return err;
+  if (const char* err = replay_warp_rows_choice(p, kRowsCtaBuilt<St, N>, p_chunk, &warp_rows)) return err;
   if (warp_rows) stream_first = false;  // the stream-first rule, not forced (replay_warp_rows_choice)
   constexpr bool kMmaBuilt = kReplayMma<Act, St, N, kWarps>;
   bool mma = false;
@@ -218,7 +218,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   }
   // The aligned-view instance with the warp-rows branch in front (its flush rows are folded as
   // that instance folds them).
-  if constexpr (kWarpRowsBuilt<St, N>) {
+  if constexpr (kRowsCtaBuilt<St, N>) {
     if (warp_rows)
       kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, true, false, true>
                       : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, false, true>;
@@ -234,7 +234,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
 // kernels compare in one process) overrides the rule; 1 where the kernel is not built or the
 // launch does not fit it is an error.
 inline const char* update_rows_choice(const StateUpdateParams& p, bool built, int p_chunk, bool* on) {
-  const bool fits = p.cu_seqlens == nullptr && p.state_vec_aligned && p_chunk <= kWarps * kUpdateRowsPerWarp;
+  const bool fits = p.cu_seqlens == nullptr && p.state_vec_aligned && p_chunk <= kWarps * RowsCta::kRowsPerWarp;
   return env_forced_choice("REPLAYSSM_M2_UPDATE_ROWS", "REPLAYSSM_M2_UPDATE_ROWS must be 0 or 1",
                            built && fits && p_chunk < p.geo.P, built, fits,
                            "REPLAYSSM_M2_UPDATE_ROWS=1: the rows kernel is built for an fp32 state and dstate 128",
@@ -251,9 +251,9 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   const int p_chunk = choose_p_chunk<kRows>(p.geo.P, heads_total);
   if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
   bool rows = false;
-  if (const char* err = update_rows_choice(p, kUpdateRowsBuilt<St, N>, p_chunk, &rows)) return err;
+  if (const char* err = update_rows_choice(p, kRowsCtaBuilt<St, N>, p_chunk, &rows)) return err;
   if (heads_total == 0) return nullptr;
-  if constexpr (kUpdateRowsBuilt<St, N>) {
+  if constexpr (kRowsCtaBuilt<St, N>) {
     if (rows)
       return launch_kernel(EarlyLaunch::kYes, mamba2_state_update_rows_kernel<Act, kWarps>,
                            chunk_head_row_grid(p.geo.P, p_chunk, p.geo.H, p.batch), dim3(kWarps * 32), 0, stream, p,

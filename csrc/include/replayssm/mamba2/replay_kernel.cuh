@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   static_assert(!kMmaUpdate || (kReplayMma<Act, St, N, kWarps> && kAlignedView && !kStreamFirst && !kBCopy),
                 "the tensor-core update is built for aligned fp32 views, bf16 activations, entries first");
   static_assert(!kAlignedView || kReplayStreamFirstBuilt<St>, "the aligned-view instances are built for fp32 checkpoints");
-  static_assert(!kWarpRows || (kWarpRowsBuilt<St, N> && kAlignedView && !kStreamFirst && !kMmaUpdate),
+  static_assert(!kWarpRows || (kRowsCtaBuilt<St, N> && kAlignedView && !kStreamFirst && !kMmaUpdate),
                 "the warp-rows form is built for aligned fp32 views of dstate 128, entries first");
   if constexpr (kWarpRows) {
     if (decode_warp_rows<Act, kWarps>(p, p_chunk)) return;

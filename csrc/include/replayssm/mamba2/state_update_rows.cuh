@@ -22,28 +22,18 @@
 #include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/common/lane_sums.cuh"
 #include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/rows_cta.cuh"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
 
-constexpr int kUpdateRowsPerWarp = 4;  // state rows per warp: a CTA covers kWarps * 4 rows of P
-constexpr int kUpdateRowsN = 128;      // one fp32 16-byte vector per lane and row
-template <typename St, int N>
-constexpr bool kUpdateRowsBuilt = std::is_same_v<St, float> && N == kUpdateRowsN;
-
 template <typename Act, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) mamba2_state_update_rows_kernel(const StateUpdateParams p, const int p_chunk) {
-  constexpr int N = kUpdateRowsN;
-  constexpr int kCols = N / 32;  // state columns per lane
+  constexpr int N = RowsCta::kN;
+  constexpr int kCols = RowsCta::kCols;
   using Sums = LaneSums<32>;
-  const int chunk = blockIdx.x, h = blockIdx.y, row = blockIdx.z;
+  const auto [chunk, h, row, g, p0, plen, warp, lane, r0, own_row] = RowsCta(p.geo, p_chunk);
   const int P = p.geo.P;
-  const int g = h / p.geo.heads_per_group;
-  const int p0 = chunk * p_chunk;
-  const int plen = min(p_chunk, P - p0);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r0 = warp * kUpdateRowsPerWarp;  // the warp's first row in the chunk
-  const int own_row = r0 + (lane >> 3);     // the row whose sum this lane ends with
   const Act* const x_in = reinterpret_cast<const Act*>(p.tok.x) + row * p.tok.x_stride + h * P + p0;
   const Act* const B_in = reinterpret_cast<const Act*>(p.tok.B) + row * p.tok.B_stride + g * N + kCols * lane;
   const Act* const C_in = reinterpret_cast<const Act*>(p.tok.C) + row * p.tok.C_stride + g * N + kCols * lane;
@@ -60,9 +50,9 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_state_update_rows_kernel(c
   float b[kCols], c[kCols];
 #pragma unroll
   for (int e = 0; e < kCols; ++e) b[e] = to_float(B_in[e]), c[e] = to_float(C_in[e]);
-  float x[kUpdateRowsPerWarp];
+  float x[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kUpdateRowsPerWarp; ++q) x[q] = r0 + q < plen ? to_float(x_in[r0 + q]) : 0.f;
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) x[q] = r0 + q < plen ? to_float(x_in[r0 + q]) : 0.f;
   const float x_own = own_row < plen ? to_float(x_in[own_row]) : 0.f;
   const Act* const z_in = p.tok.z != nullptr ? reinterpret_cast<const Act*>(p.tok.z) + row * p.tok.z_stride + h * P + p0 : nullptr;
   const float z_own = z_in != nullptr && own_row < plen ? to_float(z_in[own_row]) : 0.f;
@@ -71,16 +61,16 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_state_update_rows_kernel(c
   // The warp's state rows (evict-first: read once per step).
   float* const S = reinterpret_cast<float*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0 + r0) * N +
                    kCols * lane;
-  float4 s[kUpdateRowsPerWarp];
+  float4 s[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kUpdateRowsPerWarp; ++q)
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
     s[q] = r0 + q < plen ? __ldcs(reinterpret_cast<const float4*>(S + q * N)) : make_float4(0.f, 0.f, 0.f, 0.f);
 
   const float d = biased_dt_to_delta(to_float(dt_tok) + dt_bias, p.layer.dt_softplus);
   const float decay = expf(A * d);
-  float part[kUpdateRowsPerWarp];
+  float part[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kUpdateRowsPerWarp; ++q) {
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) {
     const float dx = d * x[q];
     float v[kCols] = {s[q].x, s[q].y, s[q].z, s[q].w};
     part[q] = 0.f;
@@ -91,7 +81,7 @@ __global__ void __launch_bounds__(kWarps * 32) mamba2_state_update_rows_kernel(c
     }
     if (r0 + q < plen) *reinterpret_cast<float4*>(S + q * N) = make_float4(v[0], v[1], v[2], v[3]);
   }
-  Sums::row_sums<kUpdateRowsPerWarp>(part, lane);
+  Sums::row_sums<RowsCta::kRowsPerWarp>(part, lane);
   if ((lane & 7) == 0 && own_row < plen) {
     float y = part[0] + D * x_own;
     if (z_in != nullptr) y = gate(y, z_own);

@@ -35,35 +35,26 @@
 #include "replayssm/common/dependent_launch.cuh"
 #include "replayssm/common/lane_sums.cuh"
 #include "replayssm/mamba2/params.h"
+#include "replayssm/mamba2/rows_cta.cuh"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
 
-constexpr int kWarpRowsPerWarp = 4;   // state rows per warp: a CTA covers kWarps * 4 rows of P
 constexpr int kWarpRowsEntriesPerWarp = 8;  // B_j . C sums per warp: eight reduce together over 32 lanes
 constexpr int kWarpRowsMaxEntries = 4 * kWarpRowsEntriesPerWarp;  // the ring's positions and the new token
 constexpr int kWarpRowsMaxRing = kWarpRowsMaxEntries - 1;  // one ring position per lane
-constexpr int kWarpRowsN = 128;       // one fp32 16-byte vector per lane and row
-template <typename St, int N>
-constexpr bool kWarpRowsBuilt = std::is_same_v<St, float> && N == kWarpRowsN;
 
 // One row of an output-only decode launch, run by every thread of the CTA: true where the row is
 // done here (it does not flush, or it is padding or its cursors are out of the contract), false
 // where it flushes and the caller's code must fold it.
 template <typename Act, int kWarps>
 __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const int p_chunk) {
-  constexpr int N = kWarpRowsN;
-  constexpr int kCols = N / 32;  // state columns per lane
+  constexpr int N = RowsCta::kN;
+  constexpr int kCols = RowsCta::kCols;
   static_assert(kWarps * kWarpRowsEntriesPerWarp >= kWarpRowsMaxEntries, "the warps cover every ring position");
   using Sums = LaneSums<32>;
-  const int chunk = blockIdx.x, h = blockIdx.y, row = blockIdx.z;
+  const auto [chunk, h, row, g, p0, plen, warp, lane, r0, own_row] = RowsCta(p.geo, p_chunk);
   const int P = p.geo.P;
-  const int g = h / p.geo.heads_per_group;
-  const int p0 = chunk * p_chunk;
-  const int plen = min(p_chunk, P - p0);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r0 = warp * kWarpRowsPerWarp;  // the warp's first row in the chunk
-  const int own_row = r0 + (lane >> 3);   // the row whose sums this lane ends with (row_sums<4>)
   const bool writes_row = (lane & 7) == 0 && own_row < plen;
   const Act* const x_in = reinterpret_cast<const Act*>(p.tok.x) + row * p.tok.x_stride + h * P + p0;
   const Act* const B_in = reinterpret_cast<const Act*>(p.tok.B) + row * p.tok.B_stride + g * N;
@@ -89,9 +80,9 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   // The warp's state rows (evict-first: read once per step), and the slot's cursors.
   const float* const S = reinterpret_cast<const float*>(p.state) + slot * p.state_stride +
                          (static_cast<int64_t>(h) * P + p0 + r0) * N + kCols * lane;
-  float4 s[kWarpRowsPerWarp];
+  float4 s[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kWarpRowsPerWarp; ++q)
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
     s[q] = r0 + q < plen ? __ldcs(reinterpret_cast<const float4*>(S + q * N)) : make_float4(0.f, 0.f, 0.f, 0.f);
   const int hist = p.hist[slot];
   const int start = p.start[slot];
@@ -105,25 +96,25 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
   const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
   float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
-  float d_pos = 0.f, x_pos[kWarpRowsPerWarp] = {};
+  float d_pos = 0.f, x_pos[RowsCta::kRowsPerWarp] = {};
   if (lane < R) {
     d_pos = ring_dt[lane];
     const Act* const xr = ring_x + static_cast<int64_t>(lane) * P + p0;
 #pragma unroll
-    for (int q = 0; q < kWarpRowsPerWarp; ++q)
+    for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
       if (r0 + q < plen) x_pos[q] = to_float(xr[r0 + q]);
   }
-  float x_tok[kWarpRowsPerWarp] = {};
+  float x_tok[RowsCta::kRowsPerWarp] = {};
 #pragma unroll
-  for (int q = 0; q < kWarpRowsPerWarp; ++q)
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
     if (r0 + q < plen) x_tok[q] = to_float(x_in[r0 + q]);
 
   // S0[p] . C for the warp's rows.
-  float dots[kWarpRowsPerWarp];
+  float dots[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kWarpRowsPerWarp; ++q)
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
     dots[q] = fmaf(s[q].x, c[0], fmaf(s[q].y, c[1], fmaf(s[q].z, c[2], s[q].w * c[3])));
-  Sums::row_sums<kWarpRowsPerWarp>(dots, lane);
+  Sums::row_sums<RowsCta::kRowsPerWarp>(dots, lane);
 
   // B_i . C for every position i and for the new token (as position R). The warps split the R + 1
   // entries (warp w takes i = w + kWarps m), each warp's eight requested together beside the
@@ -166,15 +157,15 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   const int src = lane < hist ? ring_index_checked(start, lane, R) : lane;
   float d = __shfl_sync(0xffffffffu, d_pos, src);
   float bc = __shfl_sync(0xffffffffu, bc_pos, src);
-  float xj[kWarpRowsPerWarp];
+  float xj[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kWarpRowsPerWarp; ++q) xj[q] = __shfl_sync(0xffffffffu, x_pos[q], src);
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) xj[q] = __shfl_sync(0xffffffffu, x_pos[q], src);
   if (lane >= hist) {
     const bool tok = lane == hist;
     d = tok ? d_new : 0.f;
     bc = tok ? bc_tok : 0.f;
 #pragma unroll
-    for (int q = 0; q < kWarpRowsPerWarp; ++q) xj[q] = tok ? x_tok[q] : 0.f;
+    for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) xj[q] = tok ? x_tok[q] : 0.f;
   }
 
   // Decay weights: the sum of the later entries' deltas by a suffix scan over the lanes (lanes past
@@ -188,10 +179,10 @@ __device__ __forceinline__ bool decode_warp_rows(const ReplayParams& p, const in
   }
   const float decay_all = expf(A * __shfl_sync(0xffffffffu, later + d, 0));
   const float coef = d * expf(A * later) * bc;
-  float hterm[kWarpRowsPerWarp];
+  float hterm[RowsCta::kRowsPerWarp];
 #pragma unroll
-  for (int q = 0; q < kWarpRowsPerWarp; ++q) hterm[q] = coef * xj[q];
-  Sums::row_sums<kWarpRowsPerWarp>(hterm, lane);
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) hterm[q] = coef * xj[q];
+  Sums::row_sums<RowsCta::kRowsPerWarp>(hterm, lane);
 
   if (writes_row) {
     const float x_new = to_float(x_own);
