@@ -229,8 +229,9 @@ def test_decode_warp_rows_forms(geo, Bcap, rows, act, options, kernel, monkeypat
     """The output-only decode on the warp-rows kernel (REPLAYSSM_M2_DECODE_WARP_ROWS=1: rows that do
     not flush form their outputs per warp, without shared memory; rows that flush run the replay
     kernel's CTA in the same launch) and on the replay kernel (=0), over flush cycles with every
-    phase in the batch, padding, 16-byte aligned pages and folds on demand, against the
-    recurrence: outputs, rings, cursors and the checkpoint at every flush."""
+    phase in the batch, padding and 16-byte aligned pages, against the recurrence: outputs, rings,
+    cursors and the checkpoint at every flush. (No folds on demand: mamba2_flush raises with the
+    variable set to 1.)"""
     monkeypatch.setenv("REPLAYSSM_M2_DECODE_WARP_ROWS", "1" if kernel == "warp_rows" else "0")
     fam = Mamba2(geo) if options else Mamba2(geo, use_D=False, use_z=False, use_dt_bias=False, dt_softplus=False)
     cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",

@@ -108,8 +108,8 @@ inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 // kMmaUpdate: the rank update on tensor cores (replay_mma.cuh), for the state-and-output route's
 // launches only (the launcher's replay_mma_choice): every row forms its state there.
 // kWarpRows: output-only launches of small batches, whose rows that do not flush take
-// decode_warp_rows (warp_rows.cuh: no shared memory, no barrier) and whose flush rows the code
-// below; the launcher's replay_warp_rows_choice says where. The instances without it compile as if
+// decode_warp_rows (warp_rows.cuh: registers, no staging, one barrier) and whose flush rows the
+// code below; the launcher's replay_warp_rows_choice says where. The instances without it compile as if
 // that branch were not there.
 template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView,
           bool kMmaUpdate = false, bool kWarpRows = false>
