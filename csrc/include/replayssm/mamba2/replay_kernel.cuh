@@ -109,8 +109,8 @@ inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 // launches only (the launcher's replay_mma_choice): every row forms its state there.
 // kWarpRows: output-only launches of small batches, whose rows that do not flush take
 // decode_warp_rows (warp_rows.cuh: registers, no staging, one barrier) and whose flush rows the
-// code below; the launcher's replay_warp_rows_choice says where. The instances without it compile as if
-// that branch were not there.
+// code below; the launcher's replay_warp_rows_choice says where. The instances without it
+// compile as if that branch were not there.
 template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView,
           bool kMmaUpdate = false, bool kWarpRows = false>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
