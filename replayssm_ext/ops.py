@@ -160,10 +160,10 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     ``1`` raises where the tensor-core update is not built (docs/contract.md, "Launch overrides").
     On the output-only route with an fp32 checkpoint, ``N`` = 128, 16-byte aligned ``state`` and
     ring views and a ring of at most 31 entries, at the small batches that split each head into
-    chunks of at most 16 rows, the rows that do not flush form their outputs per warp from
-    registers, their ring positions requested beside the cursors (outputs equal up to rounding;
-    rings and checkpoints bit-identical); ``REPLAYSSM_M2_DECODE_WARP_ROWS`` (``0`` or ``1``)
-    forces either kernel.
+    chunks of at most 16 rows, the rows form their outputs per warp from registers, their ring
+    positions requested beside the cursors, and flushing rows fold there as well (outputs and
+    checkpoints equal up to rounding; rings bit-identical); ``REPLAYSSM_M2_DECODE_WARP_ROWS``
+    (``0`` or ``1``) forces either kernel.
 
     Returns ``out``.
     """

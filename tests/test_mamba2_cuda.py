@@ -226,12 +226,10 @@ WARP_ROWS_CASES = [
 @pytest.mark.parametrize("kernel", ["warp_rows", "replay"])
 @pytest.mark.parametrize("geo,Bcap,rows,act,options", WARP_ROWS_CASES, ids=["nano", "super_r31", "p40", "b1_bare"])
 def test_decode_warp_rows_forms(geo, Bcap, rows, act, options, kernel, monkeypatch):
-    """The output-only decode on the warp-rows kernel (REPLAYSSM_M2_DECODE_WARP_ROWS=1: rows that do
-    not flush form their outputs per warp, without shared memory; rows that flush run the replay
-    kernel's CTA in the same launch) and on the replay kernel (=0), over flush cycles with every
-    phase in the batch, padding and 16-byte aligned pages, against the recurrence: outputs, rings,
-    cursors and the checkpoint at every flush. (No folds on demand: mamba2_flush raises with the
-    variable set to 1.)"""
+    """The output-only decode on the warp-rows kernel (REPLAYSSM_M2_DECODE_WARP_ROWS=1: every row forms
+    its outputs per warp from registers, flushing rows fold there too) and on the replay kernel
+    (=0), over flush cycles with every phase in the batch, padding and 16-byte aligned pages,
+    against the recurrence: outputs, rings, cursors and the checkpoint at every flush."""
     monkeypatch.setenv("REPLAYSSM_M2_DECODE_WARP_ROWS", "1" if kernel == "warp_rows" else "0")
     fam = Mamba2(geo) if options else Mamba2(geo, use_D=False, use_z=False, use_dt_bias=False, dt_softplus=False)
     cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",
@@ -252,11 +250,11 @@ def test_decode_warp_rows_launcher_choice(monkeypatch):
 
 
 def test_decode_warp_rows_rings_bit_identical(monkeypatch):
-    """Both kernels write the same ring entry and fold flush rows with the same code: one output-only
-    decode step at dstate 128 (a non-flush row mid-history, a flushing row, a padding row) gives
-    bit-identical rings and checkpoints. The outputs of the non-flush row are summed in another
-    order, so they are compared to each other within a few units in the last place, and the flush
-    row's bit for bit."""
+    """Both kernels write the same ring entry: one output-only decode step at dstate 128 (a non-flush
+    row mid-history, a flushing row, a padding row) gives bit-identical rings. The warp-rows kernel
+    folds a flushing row in its own order, so the checkpoints agree within a few fp32 units in the
+    last place (the recurrence tests bound both against the truth), and the outputs, summed in
+    another order on every row, within a few bf16 units."""
     results = []
     for value in ("1", "0"):
         monkeypatch.setenv("REPLAYSSM_M2_DECODE_WARP_ROWS", value)
@@ -266,14 +264,14 @@ def test_decode_warp_rows_rings_bit_identical(monkeypatch):
         call_op("mamba2_decode", args)
         results.append(args)
     torch.cuda.synchronize()
-    for n in ("state", "ring_x", "ring_B", "ring_dt"):
+    for n in ("ring_x", "ring_B", "ring_dt"):
         assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the two kernels"
+    torch.testing.assert_close(results[0]["state"], results[1]["state"], rtol=2 ** -18, atol=1e-6)
     flushing = results[0]["flush"][results[0]["slots"].long().clamp(min=0)].bool().cpu()
     live = (results[0]["slots"] >= 0).cpu()
     out_w, out_r = results[0]["out"].float().cpu(), results[1]["out"].float().cpu()
     assert live.any() and (live & ~flushing).any() and (live & flushing).any()
-    assert torch.equal(out_w[live & flushing], out_r[live & flushing])
-    torch.testing.assert_close(out_w[live & ~flushing], out_r[live & ~flushing], rtol=2 ** -7, atol=1e-5)
+    torch.testing.assert_close(out_w[live], out_r[live], rtol=2 ** -7, atol=1e-5)
 
 
 @pytest.mark.parametrize("op,route,state,misaligned,env,message", [

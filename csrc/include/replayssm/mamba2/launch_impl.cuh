@@ -21,6 +21,7 @@
 #include "replayssm/mamba2/spec_kernel.cuh"
 #include "replayssm/mamba2/state_update_kernel.cuh"
 #include "replayssm/mamba2/state_update_rows.cuh"
+#include "replayssm/mamba2/warp_rows.cuh"
 
 namespace replayssm::mamba2 {
 
@@ -193,6 +194,11 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   if (const char* err = replay_mma_choice(p, kMmaBuilt, p_chunk, &mma)) return err;
   if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
   if (heads_total == 0) return nullptr;
+  if constexpr (kRowsCtaBuilt<St, N>) {
+    if (warp_rows)  // its shared memory is static (warp_rows.cuh)
+      return launch_kernel(EarlyLaunch::kYes, mamba2_decode_rows_kernel<Act, kWarps>, grid, dim3(kWarps * 32), 0, stream,
+                           p, p_chunk);
+  }
   const bool b_copy = !mma && replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act), kRows);
   const size_t smem =
       static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows, mma ? kWarps : 0).total) *
@@ -215,13 +221,6 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   }
   if constexpr (kMmaBuilt) {
     if (mma) kernel = mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
-  }
-  // The aligned-view instance with the warp-rows branch in front (its flush rows are folded as
-  // that instance folds them).
-  if constexpr (kRowsCtaBuilt<St, N>) {
-    if (warp_rows)
-      kernel = b_copy ? mamba2_replay_kernel<Act, St, N, kWarps, kCopyPossible, false, true, false, true>
-                      : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, false, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);

@@ -42,7 +42,6 @@
 #include "replayssm/mamba2/params.h"
 #include "replayssm/mamba2/replay_mma.cuh"
 #include "replayssm/mamba2/tile.cuh"
-#include "replayssm/mamba2/warp_rows.cuh"
 
 namespace replayssm::mamba2 {
 
@@ -107,22 +106,13 @@ inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 // are all such; the entries-first ones are built both ways for the kReplayStreamFirstBuilt dtypes.
 // kMmaUpdate: the rank update on tensor cores (replay_mma.cuh), for the state-and-output route's
 // launches only (the launcher's replay_mma_choice): every row forms its state there.
-// kWarpRows: output-only launches of small batches, whose rows that do not flush take
-// decode_warp_rows (warp_rows.cuh: registers, no staging, one barrier) and whose flush rows the
-// code below; the launcher's replay_warp_rows_choice says where. The instances without it
-// compile as if that branch were not there.
 template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView,
-          bool kMmaUpdate = false, bool kWarpRows = false>
+          bool kMmaUpdate = false>
 __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
   static_assert(!kStreamFirst || kAlignedView, "the stream-first instances are built for aligned views");
   static_assert(!kMmaUpdate || (kReplayMma<Act, St, N, kWarps> && kAlignedView && !kStreamFirst && !kBCopy),
                 "the tensor-core update is built for aligned fp32 views, bf16 activations, entries first");
   static_assert(!kAlignedView || kReplayStreamFirstBuilt<St>, "the aligned-view instances are built for fp32 checkpoints");
-  static_assert(!kWarpRows || (kRowsCtaBuilt<St, N> && kAlignedView && !kStreamFirst && !kMmaUpdate),
-                "the warp-rows form is built for aligned fp32 views of dstate 128, entries first");
-  if constexpr (kWarpRows) {
-    if (decode_warp_rows<Act, kWarps>(p, p_chunk)) return;
-  }
   using L = RowLayout<St, N>;
   using Stream = TileStream<St, N, kWarps>;
   constexpr int kThreads = kWarps * 32;

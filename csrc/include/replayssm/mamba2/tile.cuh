@@ -105,6 +105,23 @@ struct StateVec<__nv_bfloat16> : StateVec16<__nv_bfloat162, __nv_bfloat16> {};
 template <>
 struct StateVec<__half> : StateVec16<__half2, __half> {};
 
+// Four consecutive values of T as stored (one 8- or 16-byte vector), and their fp32 values. Apart,
+// so that several loads are in flight before the first is unpacked: a load unpacked in the branch
+// that issued it is waited for there.
+template <typename T>
+using Raw4 = std::conditional_t<std::is_same_v<T, float>, float4, uint2>;
+
+template <typename T>
+__device__ __forceinline__ void unpack4(const Raw4<T>& w, float (&out)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    out[0] = w.x, out[1] = w.y, out[2] = w.z, out[3] = w.w;
+  } else {
+    using Cvt = typename StateVec<T>::Cvt;
+    const float2 a = Cvt::unpack(w.x), b = Cvt::unpack(w.y);
+    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+  }
+}
+
 // VE consecutive values of T in shared memory (aligned to VE * sizeof(T), up to 16 bytes) as fp32.
 template <typename T, int VE>
 __device__ __forceinline__ void load_f32(const T* src, float (&out)[VE]) {
@@ -116,10 +133,7 @@ __device__ __forceinline__ void load_f32(const T* src, float (&out)[VE]) {
       out[4 * q + 0] = v.x, out[4 * q + 1] = v.y, out[4 * q + 2] = v.z, out[4 * q + 3] = v.w;
     }
   } else if constexpr (VE == 4) {
-    using Cvt = typename StateVec<T>::Cvt;
-    const uint2 w = *reinterpret_cast<const uint2*>(src);
-    const float2 a = Cvt::unpack(w.x), b = Cvt::unpack(w.y);
-    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+    unpack4<T>(*reinterpret_cast<const Raw4<T>*>(src), out);
   } else {
 #pragma unroll
     for (int q = 0; q < VE / 8; ++q) StateVec<T>::unpack(reinterpret_cast<const uint4*>(src)[q], out + 8 * q);
