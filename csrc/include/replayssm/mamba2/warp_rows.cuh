@@ -151,7 +151,27 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpRowsMinCtas) mamba2_decode_r
     cp_async_commit();
   }
 
-  // S0[p] . C for the warp's rows, while the copies are in flight.
+  // Lane j's logical entry (j <= hist: the history, then the new token from lane R): its delta and
+  // its x at the warp's rows, zeros past it; then the decay weights: the sum of the later entries'
+  // deltas by a suffix scan over the lanes, s_j = d_j exp(A later_j), the total decay from lane 0's.
+  // None of it waits for the B_j . C sums, so it all comes before the barrier, beside the copies'
+  // and the state's latency. (Cursors outside the contract give garbage here, dropped below.)
+  const float d_new = biased_dt_to_delta(to_float(dt_tok) + dt_bias, p.layer.dt_softplus);
+  const int src = lane < hist ? ring_index_checked(start, lane, R) : R;
+  const bool past = lane > hist;
+  float d = __shfl_sync(0xffffffffu, d_pos, src);
+  d = lane < hist ? d : (past ? 0.f : d_new);
+  float xj[RowsCta::kRowsPerWarp];
+#pragma unroll
+  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) {
+    xj[q] = __shfl_sync(0xffffffffu, x_pos[q], src);
+    xj[q] = past ? 0.f : xj[q];
+  }
+  const float later = later_sum(d, lane);
+  const float decay_all = expf(A * __shfl_sync(0xffffffffu, later + d, 0));
+  const float weight = d * expf(A * later);
+
+  // S0[p] . C for the warp's rows.
   float dots[RowsCta::kRowsPerWarp];
 #pragma unroll
   for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
@@ -184,28 +204,9 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpRowsMinCtas) mamba2_decode_r
 
   // As in the replay kernel: cursors outside the contract skip the row.
   if (hist < 0 || start < 0 || start >= R || hist + 1 > R) return;
-  // Lane j's logical entry (j <= hist: the history, then the new token from lane R): its delta,
-  // its x at the warp's rows and B_j . C; zeros past it.
-  const float d_new = biased_dt_to_delta(to_float(dt_tok) + dt_bias, p.layer.dt_softplus);
   const int pos_new = ring_index_checked(start, hist, R);
-  const int src = lane < hist ? ring_index_checked(start, lane, R) : R;
-  const bool past = lane > hist;
-  float d = __shfl_sync(0xffffffffu, d_pos, src);
-  d = lane < hist ? d : (past ? 0.f : d_new);
-  float bc = __shfl_sync(0xffffffffu, bc_pos, src);
-  bc = past ? 0.f : bc;
-  float xj[RowsCta::kRowsPerWarp];
-#pragma unroll
-  for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) {
-    xj[q] = __shfl_sync(0xffffffffu, x_pos[q], src);
-    xj[q] = past ? 0.f : xj[q];
-  }
-
-  // Decay weights: the sum of the later entries' deltas by a suffix scan over the lanes (lanes past
-  // n_ent = hist + 1 hold d = 0), s_j = d_j exp(A later_j); the total decay from lane 0's.
-  const float later = later_sum(d, lane);
-  const float decay_all = expf(A * __shfl_sync(0xffffffffu, later + d, 0));
-  const float coef = d * expf(A * later) * bc;
+  const float bc = __shfl_sync(0xffffffffu, bc_pos, src);
+  const float coef = past ? 0.f : weight * bc;
   float hterm[RowsCta::kRowsPerWarp];
 #pragma unroll
   for (int q = 0; q < RowsCta::kRowsPerWarp; ++q) hterm[q] = coef * xj[q];
