@@ -144,7 +144,7 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
 
 // Whether an output-only decode launch takes the warp-rows kernel (warp_rows.cuh), whose warps
 // form their rows' outputs from registers, with their ring positions requested beside the cursors
-// and one barrier: launches whose batch is small enough that choose_p_chunk splits each head into
+// and one barrier, and whose flushing rows fold there too: launches whose batch is small enough that choose_p_chunk splits each head into
 // chunks of at most kWarps * 4 rows (batch 1-2 of the model geometries), with an fp32 checkpoint
 // on a 16-byte aligned view, dstate 128, a ring of at most 31 entries (B <= 30) and 16-byte
 // aligned entries. Where the head is not split

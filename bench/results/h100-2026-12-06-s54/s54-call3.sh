@@ -16,8 +16,8 @@ timeout 90 python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -k "warp_row
 echo "v1 tests rc=$? [$((SECONDS - t0)) s]"; tail -n 2 "$OUT/v1/tests.log"
 for v in v3-late-dots v2-uncond-copies; do
   d=$OUT/${v%%-*}
-  (git apply bench/results/s54/$v.patch 2>/dev/null || patch -p1 < bench/results/s54/$v.patch > /dev/null) || { echo "$v: patch failed"; continue; }
+  (git apply bench/results/h100-2026-12-06-s54/$v.patch 2>/dev/null || patch -p1 < bench/results/h100-2026-12-06-s54/$v.patch > /dev/null) || { echo "$v: patch failed"; continue; }
   OUT=$d AB_KEEP_BASE=1 BENCH_TIMEOUT=120 scripts/ab_bench.sh $AB > "$d/ab.txt" 2>&1
   echo "== $v"; summary "$d/ab.txt"; echo "$v ab [$((SECONDS - t0)) s]"
-  git apply -R bench/results/s54/$v.patch 2>/dev/null || patch -R -p1 < bench/results/s54/$v.patch > /dev/null
+  git apply -R bench/results/h100-2026-12-06-s54/$v.patch 2>/dev/null || patch -R -p1 < bench/results/h100-2026-12-06-s54/$v.patch > /dev/null
 done
