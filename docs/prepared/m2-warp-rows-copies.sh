@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The prepared patches docs/prepared/m2-warp-rows-copies-first.patch and
-# m2-warp-rows-state-copies.patch (session 54): one GPU call from the repository root of main with
+# The prepared patches docs/prepared/m2-warp-rows-{token-b,copies-first,state-copies}.patch
+# (session 54, each on top of the one before): one GPU call from the repository root of main with
 # ab_base prepared from main (`scripts/ab_bench.sh --prepare HEAD`, carry ".whl" and "ab_base"),
-# neither patch applied:
+# none of them applied:
 #   bash docs/prepared/m2-warp-rows-copies.sh
-# It applies copies-first, A/Bs it against main at batch 1 / 2 / 8, B = 8 / 16 (output-only: the
-# non-flush step, the flush step and the cycle are the rows to read), runs the warp-rows tests, then
-# applies state-copies on top and does the same, then memcheck / racecheck of the last tree.
+# It applies them one at a time; after each, an A/B of the tree so far against main at batch 1 / 2 /
+# 8, B = 8 / 16 (output-only: the non-flush step, the flush step and the cycle are the rows to
+# read; each patch's own effect is the difference from the tree before it) and the warp-rows tests;
+# then memcheck / racecheck of the last tree.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
 export REPLAYSSM_FAMILIES=mamba2
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 AB="--sections m2 --routes output_only --batches 1,2,8 -B 8,16 --budget-s 60"
 summary() { grep -E '^(tree|base):|gates' "$1" | head -4; sed -n '/us per step/,$p' "$1" | grep -E "m2_oo" | grep -E "    (1|2) "; }
 keep=0
-for v in copies-first state-copies; do
+for v in token-b copies-first state-copies; do
   (git apply docs/prepared/m2-warp-rows-$v.patch 2>/dev/null || patch -p1 < docs/prepared/m2-warp-rows-$v.patch > /dev/null) ||
     { echo "$v: patch failed"; exit 1; }
   mkdir -p "$OUT/$v"
