@@ -10,9 +10,9 @@
 // warps split the B_j . C sums, each warp's B entries copied to shared memory together. Session 53
 // (H100, nano batch 1, B = 16): non-flush step 5.86 -> 4.89 us, cycle 6.11 -> 5.33, with the flush
 // step (this prefix, then the replay kernel's code from its start) 8.90 -> 12.05. Session 54: the
-// B entries by cp.async (in registers they had been waited for one at a time) and flushing rows
-// folded here: non-flush 4.89 -> 4.71, flush 12.10 -> 8.08, cycle 5.39 -> 4.93
-// (docs/perf-notes.md, Mamba-2 plain decode, "Session 54").
+// B entries by cp.async (in registers they had been waited for one at a time), flushing rows
+// folded here and the decay-weight scan before the barrier: non-flush 4.89 -> 4.65, flush 12.11 ->
+// 8.02, cycle 5.39 -> 4.87 (docs/perf-notes.md, Mamba-2 plain decode, "Session 54").
 //
 // Per row p of the warp (output-only, non-flush; replay_kernel.cuh's header gives the math):
 //   y[p] = exp(A sum_j d_j) (S0[p] . C) + sum_j s_j (B_j . C) x_j[p] + D x[p]
