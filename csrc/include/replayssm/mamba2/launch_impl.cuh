@@ -144,11 +144,11 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
 
 // Whether an output-only decode launch takes the warp-rows kernel (warp_rows.cuh), whose warps
 // form their rows' outputs from registers, with their ring positions requested beside the cursors
-// and one barrier, and whose flushing rows fold there too: launches whose batch is small enough that choose_p_chunk splits each head into
-// chunks of at most kWarps * 4 rows (batch 1-2 of the model geometries), with an fp32 checkpoint
-// on a 16-byte aligned view, dstate 128, a ring of at most 31 entries (B <= 30) and 16-byte
-// aligned entries. Where the head is not split
-// (p_chunk == P) the stream-first rule applies instead, and a forced stream-first order
+// and one barrier, and whose flushing rows fold there too: launches whose batch is small enough
+// that choose_p_chunk splits each head into chunks of at most kWarps * 4 rows (batch 1-2 of the
+// model geometries), with an fp32 checkpoint on a 16-byte aligned view, dstate 128, a ring of at
+// most 31 entries (B <= 30) and 16-byte aligned entries. Where the head is not split (p_chunk ==
+// P) the stream-first rule applies instead, and a forced stream-first order
 // (REPLAYSSM_M2_DECODE_STREAM_FIRST=1) keeps the rule from taking this kernel.
 // REPLAYSSM_M2_DECODE_WARP_ROWS (0 or 1, read at every launch, so both kernels compare in one
 // process) overrides the rule; 1 where the kernel is not built or the launch does not fit it is

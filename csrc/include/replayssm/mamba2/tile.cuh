@@ -105,9 +105,8 @@ struct StateVec<__nv_bfloat16> : StateVec16<__nv_bfloat162, __nv_bfloat16> {};
 template <>
 struct StateVec<__half> : StateVec16<__half2, __half> {};
 
-// Four consecutive values of T as stored (one 8- or 16-byte vector), and their fp32 values. Apart,
-// so that several loads are in flight before the first is unpacked: a load unpacked in the branch
-// that issued it is waited for there.
+// Four consecutive values of T as stored (one 8- or 16-byte vector: what a cp.async of them
+// copies, and what a copy into the ring stores unchanged), and their fp32 values.
 template <typename T>
 using Raw4 = std::conditional_t<std::is_same_v<T, float>, float4, uint2>;
 
