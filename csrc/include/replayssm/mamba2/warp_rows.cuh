@@ -12,7 +12,9 @@
 // step (this prefix, then the replay kernel's code from its start) 8.90 -> 12.05. Session 54: the
 // B entries by cp.async (in registers they had been waited for one at a time), flushing rows
 // folded here and the decay-weight scan before the barrier: non-flush 4.89 -> 4.65, flush 12.11 ->
-// 8.02, cycle 5.39 -> 4.87 (docs/perf-notes.md, Mamba-2 plain decode, "Session 54").
+// 8.02, cycle 5.39 -> 4.87 (docs/perf-notes.md, Mamba-2 plain decode, "Session 54"). Session 55:
+// the copies requested before the state loads, and the token's B written from its copy: non-flush
+// 4.63 -> 4.06, flush 8.01 -> 7.09, cycle 4.86 -> 4.31 ("Session 55").
 //
 // Per row p of the warp (output-only, non-flush; replay_kernel.cuh's header gives the math):
 //   y[p] = exp(A sum_j d_j) (S0[p] . C) + sum_j s_j (B_j . C) x_j[p] + D x[p]
@@ -106,6 +108,25 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpRowsMinCtas) mamba2_decode_r
   const int32_t slot = p.slots[row];
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
 
+  // B_i at the lane's columns, as stored, for every entry i <= R (the new token's at R): the warps
+  // split them (warp w takes i = w + kWarps m), copied straight to shared memory, each warp's eight
+  // in flight together. Loaded into registers, under the 64-register bound they were waited for
+  // one by one, a memory latency each (five in a row at B = 16; session 54, in the SASS). A
+  // flushing row's fold reads all of them after the barrier. Requested first, while few registers
+  // are taken: behind the state loads ptxas formed each copy's address again (~30 instructions
+  // per copy); the ring's positions come from one base and fixed offsets, the token's on its own.
+  const int R = p.ring_len;
+  const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
+  __shared__ Raw4<Act> b_s[kWarpRowsMaxEntries][32];
+  {
+    const Act* const ring_B_w = ring_B + static_cast<int64_t>(warp) * N + kCols * lane;
+#pragma unroll
+    for (int m = 0; m < kWarpRowsEntriesPerWarp; ++m)
+      if (warp + kWarps * m < R) copy_raw4<Act>(&b_s[warp + kWarps * m][lane], ring_B_w + kWarps * m * N);
+    if (warp == R % kWarps) copy_raw4<Act>(&b_s[R][lane], B_in + kCols * lane);
+    cp_async_commit();
+  }
+
   // The warp's state rows (evict-first: read once per step), and the slot's cursors.
   float* const S = reinterpret_cast<float*>(p.state) + slot * p.state_stride + (static_cast<int64_t>(h) * P + p0 + r0) * N +
                    kCols * lane;
@@ -122,9 +143,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpRowsMinCtas) mamba2_decode_r
   // alone): one memory latency fewer before the entries' terms. Once the cursors are in, lane j
   // takes logical entry j's values from the lane of its position. Positions past the history are
   // read too.
-  const int R = p.ring_len;
   const Act* const ring_x = reinterpret_cast<const Act*>(p.ring_x) + slot * p.ring_x_stride + static_cast<int64_t>(h) * R * P;
-  const Act* const ring_B = reinterpret_cast<const Act*>(p.ring_B) + slot * p.ring_B_stride + static_cast<int64_t>(g) * R * N;
   float* const ring_dt = p.ring_dt + slot * p.ring_dt_stride + static_cast<int64_t>(h) * R;
   float d_pos = 0.f, x_pos[RowsCta::kRowsPerWarp] = {};
   if (lane < R) d_pos = ring_dt[lane];
@@ -133,22 +152,6 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpRowsMinCtas) mamba2_decode_r
 #pragma unroll
     for (int q = 0; q < RowsCta::kRowsPerWarp; ++q)
       if (r0 + q < plen) x_pos[q] = to_float(xr[r0 + q]);
-  }
-
-  // B_i at the lane's columns, as stored, for every entry i <= R (the new token's at R): the warps
-  // split them (warp w takes i = w + kWarps m), copied straight to shared memory, each warp's eight
-  // in flight together. Loaded into registers, under the 64-register bound they were waited for
-  // one by one, a memory latency each (five in a row at B = 16; session 54, in the SASS). A
-  // flushing row's fold reads all of them after the barrier.
-  __shared__ Raw4<Act> b_s[kWarpRowsMaxEntries][32];
-  {
-    const Act* const ring_B_w = ring_B + static_cast<int64_t>(warp) * N + kCols * lane;
-#pragma unroll
-    for (int m = 0; m < kWarpRowsEntriesPerWarp; ++m) {
-      const int i = warp + kWarps * m;
-      if (i <= R) copy_raw4<Act>(&b_s[i][lane], i < R ? ring_B_w + kWarps * m * N : B_in + kCols * lane);
-    }
-    cp_async_commit();
   }
 
   // Lane j's logical entry (j <= hist: the history, then the new token from lane R): its delta and
@@ -265,10 +268,12 @@ __global__ void __launch_bounds__(kWarps * 32, kWarpRowsMinCtas) mamba2_decode_r
       if (r0 + q < plen) __stcs(reinterpret_cast<float4*>(S + q * N), acc[q]);
   }
   if (chunk == 0 && threadIdx.x == 0) ring_dt[pos_new] = d_new;
-  if (chunk == 0 && warp == 0 && h == g * p.geo.heads_per_group) {  // one head per group writes its B
+  // One head per group writes its B, from the token's copy in shared memory (visible since the
+  // barrier): read from global memory here, each element's load was waited for before its store,
+  // four memory latencies at the kernel's end (session 54's SASS).
+  if (chunk == 0 && warp == 0 && h == g * p.geo.heads_per_group) {
     Act* const rb = reinterpret_cast<Act*>(p.ring_B) + slot * p.ring_B_stride + (static_cast<int64_t>(g) * R + pos_new) * N;
-#pragma unroll
-    for (int e = 0; e < kCols; ++e) rb[kCols * lane + e] = B_in[kCols * lane + e];
+    *reinterpret_cast<Raw4<Act>*>(rb + kCols * lane) = b_s[R][lane];
   }
 }
 
