@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Kept as run in session 55 call 1, from docs/prepared/ (the paths are those of then: the repository
+# root two levels up, the three patches beside it; the patches token-b and copies-first are merged
+# as 5872a70, state-copies is dropped-state-copies.patch here).
 # The prepared patches docs/prepared/m2-warp-rows-{token-b,copies-first,state-copies}.patch
 # (session 54, each on top of the one before): one GPU call from the repository root of main with
 # ab_base prepared from main (`scripts/ab_bench.sh --prepare HEAD`, carry ".whl" and "ab_base"),
