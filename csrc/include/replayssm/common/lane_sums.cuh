@@ -21,6 +21,18 @@
 
 namespace replayssm {
 
+// Over a warp: in lane j, the sum of x over the lanes i >= j (an inclusive suffix sum, five
+// shuffles). Mamba-2's decay weights and GDN's history weights are its exclusive form, the caller
+// passing lane j the value of entry j + 1.
+__device__ __forceinline__ float warp_suffix_sum(float x, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y = __shfl_down_sync(0xffffffffu, x, off);
+    if (lane + off < 32) x += y;
+  }
+  return x;
+}
+
 template <int kLanes>
 struct LaneSums {
   static_assert(kLanes > 0 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "kLanes: a power of two up to 32");

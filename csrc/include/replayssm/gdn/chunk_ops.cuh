@@ -19,6 +19,7 @@
 
 #include "replayssm/common/async_copy.cuh"
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/lane_sums.cuh"
 #include "replayssm/common/mma_bf16.cuh"
 #include "replayssm/gdn/params.h"
 
@@ -275,12 +276,7 @@ __device__ __forceinline__ void history_weights(int n, int lane, const float* s_
   float carry = 0.f;  // sum of g_i over the entries above this chunk
   for (int base = ((n - 1) / 32) * 32; base >= 0; base -= 32) {
     const int j = base + lane;
-    float x = j + 1 < n ? s_ring_g[j + 1] : 0.f;
-#pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const float y = __shfl_down_sync(0xffffffffu, x, off);
-      if (lane + off < 32) x += y;
-    }
+    float x = warp_suffix_sum(j + 1 < n ? s_ring_g[j + 1] : 0.f, lane);
     x += carry;
     if (j < n) s_weight[j] = expf(fminf(x, 0.f));
     carry = __shfl_sync(0xffffffffu, x, 0);

@@ -62,14 +62,8 @@ constexpr int kWarpRowsMaxRing = kWarpRowsMaxEntries - 1;  // one ring position 
 
 // Over a warp whose lane j holds d_j: the sum of d_i over the lanes i > j.
 __device__ __forceinline__ float later_sum(float d, int lane) {
-  float later = __shfl_down_sync(0xffffffffu, d, 1);
-  if (lane == 31) later = 0.f;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const float t = __shfl_down_sync(0xffffffffu, later, off);
-    if (lane + off < 32) later += t;
-  }
-  return later;
+  const float next = __shfl_down_sync(0xffffffffu, d, 1);
+  return warp_suffix_sum(lane == 31 ? 0.f : next, lane);
 }
 
 // Batch 2 of the model geometries is 7.3 CTAs per SM (nano: 960 CTAs on 132 SMs): eight fit one
