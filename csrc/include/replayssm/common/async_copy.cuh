@@ -50,6 +50,24 @@ __device__ __forceinline__ int32_t load_s8_here(const int8_t* gmem) {
   asm volatile("ld.relaxed.gpu.global.s8 %0, [%1];\n" : "=r"(v) : "l"(gmem));
   return v;
 }
+// An activation element (2 or 4 bytes: bf16, fp16, fp32) requested where it is written, for the
+// same reason: a row's token inputs, which depend on its token range only, go out beside its
+// cursors instead of after the branches that test them.
+template <typename T>
+__device__ __forceinline__ T load_elem_here(const T* gmem) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "load_elem_here: 2- or 4-byte elements");
+  T v;
+  if constexpr (sizeof(T) == 2) {
+    unsigned short bits;
+    asm volatile("ld.relaxed.gpu.global.b16 %0, [%1];\n" : "=h"(bits) : "l"(gmem));
+    __builtin_memcpy(&v, &bits, 2);
+  } else {
+    uint32_t bits;
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(bits) : "l"(gmem));
+    __builtin_memcpy(&v, &bits, 4);
+  }
+  return v;
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending committed groups of this thread are still in flight.
 template <int kPending>

@@ -239,7 +239,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   constexpr int kChunks = Lanes::kChunks;
   constexpr int kRowsPerWarp = 32 / kLanes;
   constexpr int kGroupsPerCta = kWarps * kRowsPerWarp;
-  constexpr int kPerLane = K / 32;  // elements of a token vector per lane (window preparation)
   static_assert(K == 64 || K == 128 || K == 256, "K must be 64, 128 or 256");
   static_assert(kVec % 4 == 0, "window vectors are read as float4 at the state columns");
 
@@ -278,6 +277,42 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   const int V = p.V;
   const int rows = kHeads * tile_rows;  // the CTA's state rows: tile_rows of each head
   const int v0 = tile * tile_rows;
+  // The window's token inputs at T = 2 / 4 (q / k of one token per warp, v of kVRounds rows per
+  // thread), requested here, beside the cursors: they depend on the token range only, which came
+  // with the slot. Requested after the ring's copies (which wait for the cursors) they were one
+  // more memory latency on the way to the prologue's first barrier: slot -> cursors -> tokens.
+  // Relaxed loads (load_elem_here), as ptxas would sink plain ones past the checks below. A row
+  // outside the contract (n < 1 or n > kT) loads nothing here and returns below. The loads keep
+  // the elements as stored and the stores below convert them: a conversion next to its load made
+  // the warp wait there for the data.
+  constexpr bool kEarlyTokens = kSpec && kT >= 2 && kT <= 4 && kEarlyRowReads;
+  constexpr int kTokPerWarp = kEarlyTokens ? (kT + kWarps - 1) / kWarps : 1;
+  constexpr int kVRounds = 2;
+  constexpr int kPerLane = K / 32;  // elements of a token vector per lane (window preparation)
+  AT q_raw[kTokPerWarp][kPerLane], k_raw[kTokPerWarp][kPerLane], v_raw[kVRounds][kEarlyTokens ? kT : 1];
+  if constexpr (kEarlyTokens) {
+    const int n_req = tok_end - tok0;
+    if (n_req >= 1 && n_req <= kT) {
+      const int h = hv0 / (p.HV / p.H);
+#pragma unroll
+      for (int t = 0; t < kTokPerWarp; ++t) {
+        const int64_t tok = tok0 + warp + t * kWarps;
+        const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
+        const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
+        if (warp + t * kWarps < n_req)
+#pragma unroll
+          for (int e = 0; e < kPerLane; ++e)
+            q_raw[t][e] = load_elem_here(qrow + lane + 32 * e), k_raw[t][e] = load_elem_here(krow + lane + 32 * e);
+      }
+      const AT* const v_base = static_cast<const AT*>(p.v) + tok0 * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0;
+#pragma unroll
+      for (int r = 0; r < kVRounds; ++r)
+#pragma unroll
+        for (int i = 0; i < kT; ++i)
+          if (threadIdx.x + r * kThreads < rows && i < n_req)
+            v_raw[r][i] = load_elem_here(v_base + i * p.v_row_stride + threadIdx.x + r * kThreads);
+    }
+  }
   const int64_t head_off = static_cast<int64_t>(hv0) * V * K;
   ST* const state_head = static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + head_off;
   // Register stream: the warps' first units go out before the window's and the cursors' reads (they
@@ -496,37 +531,16 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       s_eg[gate_head * tok_step + gate_token] = expf(g);
     }
   };
-  if constexpr (kSpec && kT >= 2 && kT <= 4) {
-    // Every load first, then every use: as one loop per input (each waiting for its own loads
-    // before the next loop's were issued) the prologue waited three to four memory latencies here,
-    // 5.4 % of the T = 4 pairs' non-flush samples (ncu, session 30); this form took 3.6-4 % off the
-    // T = 2 / 4 cycles (session 32). kT bounds the tokens, so the loads fit in registers: q / k of
-    // one token per warp, one gate pair, v of kVRounds rows per thread (a CTA's rows past kVRounds
-    // kThreads, if any, load as they are stored). The loads keep the elements as stored and the
-    // stores convert them: a conversion next to its load made the warp wait there for the data
-    // before it issued the next input's loads.
-    auto load_qk = [&](int i, AT (&q_raw)[kPerLane], AT (&k_raw)[kPerLane]) {
-      const int64_t tok = tok0 + i;
-      const AT* qrow = static_cast<const AT*>(p.q) + tok * p.q_row_stride + static_cast<int64_t>(h) * K;
-      const AT* krow = static_cast<const AT*>(p.k) + tok * p.k_row_stride + static_cast<int64_t>(h) * K;
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) q_raw[e] = qrow[lane + 32 * e], k_raw[e] = krow[lane + 32 * e];
-    };
+  if constexpr (kEarlyTokens) {
+    // Every load first (above, beside the cursors), then every use: as one loop per input (each
+    // waiting for its own loads before the next loop's were issued) the prologue waited three to
+    // four memory latencies here, 5.4 % of the T = 4 pairs' non-flush samples (ncu, session 30);
+    // loaded together after the ring's copies they took 3.6-4 % off the T = 2 / 4 cycles (session
+    // 32). kT bounds the tokens, so the loads fit in registers; a CTA's rows past kVRounds kThreads,
+    // if any, load as they are stored.
     auto load_v = [&](int vl, int i) {
       return static_cast<const AT*>(p.v)[(tok0 + i) * p.v_row_stride + static_cast<int64_t>(hv0) * V + v0 + vl];
     };
-    constexpr int kTokPerWarp = (kT + kWarps - 1) / kWarps;
-    constexpr int kVRounds = 2;
-    AT q_raw[kTokPerWarp][kPerLane], k_raw[kTokPerWarp][kPerLane];
-#pragma unroll
-    for (int t = 0; t < kTokPerWarp; ++t)
-      if (warp + t * kWarps < n) load_qk(warp + t * kWarps, q_raw[t], k_raw[t]);
-    AT v_raw[kVRounds][kT];
-#pragma unroll
-    for (int r = 0; r < kVRounds; ++r)
-#pragma unroll
-      for (int i = 0; i < kT; ++i)
-        if (threadIdx.x + r * kThreads < rows && i < n) v_raw[r][i] = load_v(threadIdx.x + r * kThreads, i);
     store_gates();  // first: its inputs came a memory latency before the tokens'
 #pragma unroll
     for (int t = 0; t < kTokPerWarp; ++t)
