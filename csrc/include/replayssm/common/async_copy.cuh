@@ -68,6 +68,21 @@ __device__ __forceinline__ T load_elem_here(const T* gmem) {
   }
   return v;
 }
+// kWords 32-bit words (2, 4 or 8: 8, 16 or 32 bytes, aligned to 8 / 16) requested where written,
+// as load_s32_here; the words are kept as stored (the caller converts them at their first use).
+template <int kWords>
+__device__ __forceinline__ void load_words_here(const void* gmem, uint32_t (&w)[kWords]) {
+  static_assert(kWords == 2 || kWords == 4 || kWords == 8, "load_words_here: 8, 16 or 32 bytes");
+  if constexpr (kWords == 2) {
+    asm volatile("ld.relaxed.gpu.global.v2.b32 {%0, %1}, [%2];\n" : "=r"(w[0]), "=r"(w[1]) : "l"(gmem));
+  } else {
+#pragma unroll
+    for (int q = 0; q < kWords / 4; ++q)
+      asm volatile("ld.relaxed.gpu.global.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(w[4 * q]), "=r"(w[4 * q + 1]), "=r"(w[4 * q + 2]), "=r"(w[4 * q + 3])
+                   : "l"(static_cast<const char*>(gmem) + 16 * q));
+  }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending committed groups of this thread are still in flight.
 template <int kPending>

@@ -110,6 +110,19 @@ __device__ __forceinline__ void load_f32(const T* ptr, float* out) {
   }
 }
 
+// load_f32 in two halves: N consecutive elements requested where written (load_words_here), then
+// converted where first used, so that the request can go out before branches it does not depend on.
+template <typename T, int N>
+struct RawVec {
+  static constexpr int kWords = N * static_cast<int>(sizeof(T)) / 4;
+  uint32_t w[kWords];
+  __device__ __forceinline__ void load_here(const T* ptr) { load_words_here<kWords>(ptr, w); }
+  __device__ __forceinline__ void to_f32(float* out) const {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) Elem<T>::unpack(w[i], out + i * Elem<T>::kPerWord);
+  }
+};
+
 // N fp32 values to N consecutive elements (round to nearest), same size rules as load_f32.
 template <typename T, int N>
 __device__ __forceinline__ void store_from_f32(T* ptr, const float* in) {

@@ -126,27 +126,34 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   float* const s_zeros = smem + lay.zeros;
   if (kRing && threadIdx.x < 4) s_zeros[threadIdx.x] = 0.f;  // published by the barrier after the ring wait
 
-  // ---- loads, all issued before anything waits: the token's q, k (registers), then, once
-  // the cursors are known, the ring entries (cp.async group 0) and the first state chunks (groups
-  // 1 .. kStages - 1). The ring goes first so the per-row vector work can start as soon as it
-  // lands, with the state chunks still in flight (issuing the state first, before the cursor
-  // loads, measured slower: the ring then waits behind it).
-  float kh[kElems], qh[kElems];
+  // ---- loads, all issued before anything waits: the slot's cursors and flush flag, the token's
+  // q, k and the first v element of this thread (registers, as stored), then, once the cursors are
+  // known, the ring entries (cp.async group 0) and the first state chunks (groups 1 .. kStages - 1).
+  // The ring goes first so the per-row vector work can start as soon as it lands, with the state
+  // chunks still in flight (issuing the state first, before the cursor loads, measured slower: the
+  // ring then waits behind it). The cursors, the flag and the token's inputs are relaxed loads
+  // (load_s32_here): as plain loads ptxas sank q, k and the flag past the cursors' check, so the
+  // token's inputs came a memory latency after the cursors, beside the ring's, and the first
+  // chunks' copies, whose layout depends on the flag, waited for it (sm_90a SASS, session 56).
+  int n = 0, start = 0;
+  bool fold = M == Mode::kFold;
+  if constexpr (kRing) {
+    n = load_s32_here(p.hist + slot);
+    start = load_s32_here(p.start + slot);
+    if constexpr (M == Mode::kDecode) fold = load_s8_here(p.flush + slot) != 0;
+  }
+  RawVec<AT, kVec> q_raw[kChunks], k_raw[kChunks];
+  AT v_first{};
   if constexpr (kToken) {
     const AT* qrow = static_cast<const AT*>(p.q) + row * p.q_row_stride + static_cast<int64_t>(h) * K;
     const AT* krow = static_cast<const AT*>(p.k) + row * p.k_row_stride + static_cast<int64_t>(h) * K;
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      load_f32<AT, kVec>(qrow + col(c), &qh[c * kVec]);
-      load_f32<AT, kVec>(krow + col(c), &kh[c * kVec]);
-    }
+    for (int c = 0; c < kChunks; ++c) q_raw[c].load_here(qrow + col(c)), k_raw[c].load_here(krow + col(c));
+    if (static_cast<int>(threadIdx.x) < tile_rows)
+      v_first = load_elem_here(static_cast<const AT*>(p.v) + row * p.v_row_stride + static_cast<int64_t>(hv) * V + v0 +
+                               threadIdx.x);
   }
-  int n = 0, start = 0;
-  bool fold = M == Mode::kFold;
   if constexpr (kRing) {
-    n = p.hist[slot];
-    start = p.start[slot];
-    if constexpr (M == Mode::kDecode) fold = p.flush[slot] != 0;
     // Commit keeps hist <= B <= R - T and start in [0, R); a row whose cursors break that (which
     // only memory corruption produces) writes nothing rather than addressing outside the ring.
     const int max_hist = M == Mode::kDecode ? R - 1 : R;
@@ -197,9 +204,13 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   cp_async_commit();
 #pragma unroll
   for (int c = 0; c < kStages - 1; ++c) issue_chunk(c);
+  float kh[kElems], qh[kElems];
   if constexpr (kToken) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) q_raw[c].to_f32(&qh[c * kVec]), k_raw[c].to_f32(&kh[c * kVec]);
     const AT* vrow = static_cast<const AT*>(p.v) + row * p.v_row_stride + static_cast<int64_t>(hv) * V + v0;
-    for (int vl = threadIdx.x; vl < tile_rows; vl += kThreads) s_vin[vl] = Elem<AT>::to_f32(vrow[vl]);
+    if (static_cast<int>(threadIdx.x) < tile_rows) s_vin[threadIdx.x] = Elem<AT>::to_f32(v_first);
+    for (int vl = threadIdx.x + kThreads; vl < tile_rows; vl += kThreads) s_vin[vl] = Elem<AT>::to_f32(vrow[vl]);
   }
 
   // ---- per-token vectors: this lane's 16 elements of k and q (every row group holds all of K).
