@@ -293,6 +293,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   if constexpr (kEarlyTokens) {
     const int n_req = tok_end - tok0;
     if (n_req >= 1 && n_req <= kT) {
+      // The k-head, as `h` below (the compiler forms it once): written here rather than moving `h`
+      // up for every instance, which keeps the T = 1 / 8 instances' code as it was.
       const int h = hv0 / (p.HV / p.H);
 #pragma unroll
       for (int t = 0; t < kTokPerWarp; ++t) {
