@@ -562,8 +562,11 @@ class Timer:
     reps are chosen so the timed replays last about `target_s`. CPU: wall clock around eager runs."""
 
     def __init__(self, device: torch.device, use_graphs: bool, target_s: float, min_reps: int, max_reps: int,
-                 min_calls: int):
+                 min_calls: int, stream: Optional[torch.cuda.Stream] = None):
         self.device = device
+        # stream: where capture, warm-up and replays run (an SM partition's stream, --sms); the
+        # events are recorded on it too. None: a new stream per sequence, replays on the current one.
+        self.stream = stream
         self.use_graphs = use_graphs and device.type == "cuda"
         self.target_s = target_s
         self.min_reps = min_reps
@@ -593,7 +596,15 @@ class Timer:
                 samples.append(time.perf_counter() - t0)
             return self._result(samples, inner, "wall")
 
-        stream = torch.cuda.Stream(self.device)
+        if self.stream is None:
+            return self._time_cuda(run_all, inner, torch.cuda.Stream(self.device))
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream):
+            timing = self._time_cuda(run_all, inner, self.stream)
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        return timing
+
+    def _time_cuda(self, run_all: Callable[[], None], inner: int, stream: torch.cuda.Stream) -> Timing:
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
             run_all()  # eager warm-up: surfaces argument errors before capture
@@ -602,7 +613,9 @@ class Timer:
         graph = None
         if self.use_graphs:
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # torch.cuda.graph captures on a side stream of its own unless given one: an SM
+            # partition's kernels must be captured on the partition's stream to run there.
+            with torch.cuda.graph(graph, stream=self.stream):
                 run_all()
             launch = graph.replay
         else:
@@ -653,6 +666,7 @@ class Context:
     budget: Budget
     l2_bytes: int
     copy_gbps: Optional[float] = None
+    sm_partition: Optional[dict] = None  # --sms: the partition and its checks
     rows: List[dict] = dataclasses.field(default_factory=list)
     gates: List[dict] = dataclasses.field(default_factory=list)
     skipped: List[str] = dataclasses.field(default_factory=list)
@@ -1730,7 +1744,9 @@ SECTIONS: Dict[str, Callable[[Context], None]] = {
 # ---------------------------------------------------------------------------------------------
 
 
-def measure_copy_bw(ctx: Context) -> None:
+def measure_copy_bw(ctx: Context, timer: Optional[Timer] = None, where: str = "-") -> float:
+    """The copy roofline (GB/s) on `timer`'s SMs; rows labelled `where` in the geometry column."""
+    timer = timer or ctx.timer
     nbytes = int(ctx.args.copy_gb * 2**30)
     n = nbytes // 4
     src = torch.randn(n, device=ctx.device, generator=ctx.generator_for(ctx.device))
@@ -1741,12 +1757,86 @@ def measure_copy_bw(ctx: Context) -> None:
     variants = [("d2d_copy", lambda: dst.copy_(src)), ("d2d_copy_kernel", lambda: torch.neg(src, out=dst))]
     best = 0.0
     for name, fn in variants:
-        t = ctx.timer.time([fn])
+        t = timer.time([fn])
         best = max(best, copy_bytes(n * 4) / t.median_s / 1e9)
-        ctx.add_row(section="copy", kernel=name, geometry="-", batch=0, B=None, timing=t,
+        ctx.add_row(section="copy", kernel=name, geometry=where, batch=0, B=None, timing=t,
                     nbytes=copy_bytes(n * 4), n_sets=1,
                     note=f"{n * 4 / 2**30:.2f} GiB buffer, read + write counted")
-    ctx.copy_gbps = best
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# SM partition (--sms): the timed kernels on part of the device's SMs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SmPartition:
+    """The timed work confined to `num_sms` of the device's SMs by a CUDA green context.
+
+    What it is for: a kernel that streams the state runs at the rate its SMs keep bytes in flight,
+    up to the DRAM's bandwidth. An H200 has the H100's SM count and clock but ~1.4x its bandwidth,
+    so each H200 SM must hide ~1.4x the bytes of an H100 SM to reach the same fraction of copy. An
+    H100 confined to 96 of its 132 SMs has about an H200's bandwidth per SM (3.04 TB/s / 96 against
+    4.26 TB/s / 132), so it shows the latency-hiding limit the H200 shows, on the H100. The
+    launchers still read the device's SM count (132, as on the H200), so their grid choices are
+    the H200's; waves are counted on the partition's SMs. Its rows' "% copy" divides by the whole
+    device's copy bandwidth (the partition's own copy is a row of its own)."""
+    num_sms: int
+    device_sms: int
+    stream: torch.cuda.Stream
+    green_context: object  # kept alive: its stream runs on its SMs
+
+    @staticmethod
+    def create(device: torch.device, num_sms: int) -> "SmPartition":
+        device_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        if not 0 < num_sms < device_sms:
+            raise ValueError(f"--sms: expected 1..{device_sms - 1} (the device has {device_sms} SMs), got {num_sms}")
+        try:
+            from torch.cuda.green_contexts import GreenContext
+        except ImportError as e:
+            raise RuntimeError(f"--sms needs torch.cuda.green_contexts, which torch {torch.__version__} lacks") from e
+        green = GreenContext.create(num_sms=num_sms, device_id=device.index)
+        if not hasattr(green, "Stream"):
+            raise RuntimeError(f"--sms: torch {torch.__version__}'s GreenContext has no Stream(): its kernels can "
+                               "only run on the green context's default stream, which CUDA graphs cannot capture")
+        return SmPartition(num_sms=num_sms, device_sms=device_sms, stream=green.Stream(), green_context=green)
+
+
+def check_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> dict:
+    """A bf16 matrix product timed on the whole device and on the partition: a compute-bound kernel
+    must slow down by about device_sms / num_sms on fewer SMs. Raises if it does not (the green
+    context was not applied to the captured graphs), so no run reports partition rows that are not."""
+    n = 8192
+    gen = ctx.generator_for(ctx.device)
+    a = torch.randn(n, n, device=ctx.device, generator=gen).to(torch.bfloat16)
+    b = torch.randn(n, n, device=ctx.device, generator=gen).to(torch.bfloat16)
+    c = torch.empty_like(a)
+    fn = lambda: torch.mm(a, b, out=c)
+    t_dev = device_timer.time([fn])
+    t_part = ctx.timer.time([fn])
+    for where, t in ((f"{part.device_sms} SMs", t_dev), (f"{part.num_sms} SMs", t_part)):
+        ctx.add_row(section="copy", kernel="bf16_matmul", geometry=where, batch=0, B=None, timing=t, nbytes=None,
+                    n_sets=1, note=f"{n}x{n}x{n}: checks that the SM partition applies")
+    ratio = t_part.median_s / t_dev.median_s
+    expected = part.device_sms / part.num_sms
+    ctx.log(f"SM partition: matmul on {part.num_sms} of {part.device_sms} SMs takes {ratio:.3f}x the whole "
+            f"device's time (SM ratio {expected:.3f})")
+    if ratio < 1.0 + 0.5 * (expected - 1.0):
+        raise RuntimeError(f"--sms {part.num_sms}: the matmul on the partition took {ratio:.3f}x the whole device's "
+                           f"time, expected about {expected:.3f}x: the green context does not confine the graphs")
+    return dict(num_sms=part.num_sms, device_sms=part.device_sms, matmul_time_ratio=ratio,
+                sm_ratio=expected)
+
+
+def start_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> None:
+    """The yardstick is the whole device's copy; the partition's own copy and the check that the
+    partition applies are rows beside it."""
+    ctx.copy_gbps = measure_copy_bw(ctx, device_timer, f"{part.device_sms} SMs")
+    ctx.sm_partition = check_sm_partition(ctx, part, device_timer)
+    ctx.sm_partition["copy_gbps"] = measure_copy_bw(ctx, ctx.timer, f"{part.num_sms} SMs")
+    ctx.log(f"copy: {ctx.copy_gbps:.0f} GB/s on the whole device, {ctx.sm_partition['copy_gbps']:.0f} GB/s on "
+            f"{part.num_sms} SMs; every kernel below runs on the {part.num_sms}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1925,7 +2015,8 @@ def metadata(ctx: Context) -> dict:
     meta = dict(time_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
                 device=(torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"),
-                l2_bytes=ctx.l2_bytes, copy_gbps=ctx.copy_gbps, args=vars(ctx.args).copy(),
+                l2_bytes=ctx.l2_bytes, copy_gbps=ctx.copy_gbps, sm_partition=ctx.sm_partition,
+                args=vars(ctx.args).copy(),
                 elapsed_s=ctx.budget.elapsed(),
                 anchors=dict(source="/work/shared/anchors/h200-seed-triton.json (seed Triton kernels, H200)",
                              copy_gbps=SEED_ANCHOR_COPY_GBPS, applied=ctx.anchors_apply()),
@@ -2017,6 +2108,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                    help="rotate cache sets so this many L2 sizes of state are touched between visits (default 4)")
     p.add_argument("--max-sets", type=int, default=128, help="most cache sets (default 128)")
     p.add_argument("--sets", type=int, default=None, help="use exactly this many cache sets (default: from L2)")
+    p.add_argument("--sms", type=int, default=None,
+                   help="CUDA: run the timed kernels on this many of the device's SMs (a green context; 96 of an "
+                        "H100's 132 give about an H200's bandwidth per SM); %% copy stays of the whole device")
     p.add_argument("--copy-gb", type=float, default=None, help="copy-bandwidth buffer in GiB (default 1; --tiny 0.03)")
     p.add_argument("--no-batch-check", action="store_true",
                    help="skip the full-batch check against the device classic step (the small gate still runs)")
@@ -2109,21 +2203,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     dev = torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
     torch.manual_seed(args.seed)
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size if dev.type == "cuda" else 0
-    timer = Timer(dev, use_graphs=not args.no_graphs, target_s=args.target_ms * 1e-3, min_reps=args.min_reps,
-                  max_reps=args.max_reps, min_calls=args.min_calls)
+    if args.sms is not None and (dev.type != "cuda" or device_free):
+        print("replayssm benchmark: --sms needs --device cuda and a section that times kernels", file=sys.stderr)
+        return 2
+    try:
+        partition = SmPartition.create(dev, args.sms) if args.sms is not None else None
+    except (ValueError, RuntimeError) as e:
+        print(f"replayssm benchmark: {e}", file=sys.stderr)
+        return 2
+
+    def make_timer(stream):
+        return Timer(dev, use_graphs=not args.no_graphs, target_s=args.target_ms * 1e-3, min_reps=args.min_reps,
+                     max_reps=args.max_reps, min_calls=args.min_calls, stream=stream)
+
+    timer = make_timer(partition.stream if partition else None)
     ctx = Context(args=args, device=dev, timer=timer, budget=Budget(args.budget_s), l2_bytes=l2)
     print(f"replayssm benchmark on {metadata(ctx)['device']} (torch {torch.__version__}, L2 {l2 / 2**20:.0f} MiB): "
           f"sections={','.join(args.sections)} batches={args.batches} B={args.hist_capacities} "
           f"state={args.state_dtype} act={args.act_dtype} z={'on' if args.with_z else 'off'} "
           f"{'stagger ' if args.stagger else ''}{'commit-in-cycle ' if args.commit_in_cycle else ''}"
-          f"budget={args.budget_s:.0f}s")
+          f"{f'sms={args.sms} ' if partition else ''}budget={args.budget_s:.0f}s")
     if dev.type == "cpu" and not device_free:
         print("  (CPU: the ops are the Python reference; times are wall clock and say nothing about GPU speed)")
 
     try:
-        if not device_free and not ctx.guarded("d2d copy", lambda: measure_copy_bw(ctx)):
+        sections = args.sections
+        if partition is not None:
+            if not ctx.guarded("SM partition", lambda: start_sm_partition(ctx, partition, make_timer(None))):
+                sections = []  # rows on the whole device would pass for partition rows
+        elif not device_free and not ctx.guarded("d2d copy", lambda: setattr(ctx, "copy_gbps", measure_copy_bw(ctx))):
             ctx.note_error("no copy bandwidth: the % copy column stays empty")
-        for name in args.sections:
+        for name in sections:
             ctx.log(f"section {name}")
             SECTIONS[name](ctx)
     except FatalDeviceError as e:

@@ -108,6 +108,14 @@ def test_plan_section_runs_alone_without_a_device(tmp_path):
     assert nano_t4[0]["memory_bytes"] == 40 * 2**30
 
 
+def test_sms_partition_is_refused_without_a_timed_device_section(capsys):
+    # --sms confines timed kernels to an SM partition (a CUDA green context): on the CPU, or for
+    # the planner alone, there is nothing to confine, and the run says so instead of ignoring it.
+    assert benchmark.main(["--device", "cpu", "--tiny", "--sections", "m2", "--sms", "96"]) == 2
+    assert "--sms needs --device cuda" in capsys.readouterr().err
+    assert benchmark.main(["--sections", "plan", "--sms", "96"]) == 2
+
+
 @pytest.mark.parametrize("T", [1, 2, 4, 8])
 def test_accept_distributions(T):
     p_all = benchmark.accept_distribution("all", T)
