@@ -1805,8 +1805,12 @@ class SmPartition:
 
 def check_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> dict:
     """A bf16 matrix product timed on the whole device and on the partition: a compute-bound kernel
-    must slow down by about device_sms / num_sms on fewer SMs. Raises if it does not (the green
-    context was not applied to the captured graphs), so no run reports partition rows that are not."""
+    slows down on fewer SMs. Raises if it slows down by less than half of device_sms / num_sms - 1
+    (the green context then does not confine the captured graphs), so no run reports whole-device
+    rows as partition rows. The ratio stays below the SM ratio (H100, 96 of 132 SMs: 1.20-1.35
+    against 1.375, session 57): on all SMs the product runs at a lower, power-limited clock. The
+    partitions themselves have exactly the SMs asked for (a Triton probe of %smid, session 57's
+    bench/results/h100-2026-12-06-s57/smid_probe.py: 64, 80, 88, 96 and 112)."""
     n = 8192
     gen = ctx.generator_for(ctx.device)
     a = torch.randn(n, n, device=ctx.device, generator=gen).to(torch.bfloat16)

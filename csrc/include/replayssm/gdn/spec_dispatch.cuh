@@ -153,9 +153,14 @@ struct WindowLauncher {
     // 531.0 -> 503.8 and 1031.0 -> 983.4; batch 64 73.2 -> 72.0. Elsewhere it does not pay: with three
     // stages (T = 2, T = 8) lead 1 lost 1-2 % (Qwen3.5-4B batch 256 T = 2 236.2 -> 239.3, T = 8 477.5
     // -> 479.1), and so did the bf16 checkpoint's two-stage T = 8 instance (batch 256 520.1 -> 525.9);
-    // leads 2 and 4 lost everywhere. REPLAYSSM_GDN_L2 (a count of chunks, read at every launch)
-    // overrides it for measurements; a value that is not a count from 0 to 8 raises.
-    p.l2_lead_chunks = heads == 2 && kT == 4 ? 1 : 0;
+    // leads 2 and 4 lost everywhere. Since then the verify kernel does less per chunk (sessions 31-56:
+    // H200 T = 4 263 -> 237 us), and at an H200's bandwidth per SM its T = 4 pairs now gain from a
+    // lead of 2 (session 57, an H100 on 96 of its 132 SMs, the benchmark's --sms 96, batch 256:
+    // Qwen3.5-4B 309.9 -> 298.1 us, 122B 592.2 -> 570.6; on all 132 SMs 279.9 -> 281.2 and 532.2 ->
+    // 534.9, batch 1 / 64 level). The snapshot baseline's pairs keep 1: lead 2 cost them 1.3 % on
+    // both. REPLAYSSM_GDN_L2 (a count of chunks, read at every launch) overrides it for
+    // measurements; a value that is not a count from 0 to 8 raises.
+    p.l2_lead_chunks = heads == 2 && kT == 4 ? (kSpec ? 2 : 1) : 0;
     if (const char* err = env_count_override("REPLAYSSM_GDN_L2", 8,
                                              "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8", &p.l2_lead_chunks))
       return err;

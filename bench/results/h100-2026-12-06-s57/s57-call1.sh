@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Session 57, call 1, from the repository root of main (carry ".whl"):
-#   bash bench/results/<folder>/s57-call1.sh
+#   bash bench/results/h100-2026-12-06-s57/s57-call1.sh
 # 1. which torch.cuda.green_contexts API this machine's torch has; 2. build every family;
 # 3. the benchmark on the whole device and on 96 of its SMs (--sms 96), same arguments, one process
 # each: Mamba-2 decode (nano, super), GDN decode and spec verify (Qwen3.5-4B T = 2 / 4, Mamba-2 T =
 # 4), batch 256, B = 16; 4. racecheck of the GDN decode long runs (6d5695d had none). ~8 minutes.
-cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && source scripts/device_env.sh || exit 1
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 python3 - <<'PY'
 import torch
