@@ -1778,8 +1778,9 @@ class SmPartition:
     up to the DRAM's bandwidth. An H200 has the H100's SM count and clock but ~1.4x its bandwidth,
     so each H200 SM must hide ~1.4x the bytes of an H100 SM to reach the same fraction of copy. An
     H100 confined to 96 of its 132 SMs has about an H200's bandwidth per SM (3.04 TB/s / 96 against
-    4.26 TB/s / 132), so it shows the latency-hiding limit the H200 shows, on the H100. The
-    launchers still read the device's SM count (132, as on the H200), so their grid choices are
+    4.26 TB/s / 132), so per-SM limits show on it as on the H200 (against the H200's rows, session
+    57: 96 SMs fall as far as the output-only decode, 80-88 as the state-and-output route and the
+    GDN verify; bench/results/h100-2026-12-06-s57/sms_sweep.txt). The launchers still read the device's SM count (132, as on the H200), so their grid choices are
     the H200's; waves are counted on the partition's SMs. Its rows' "% copy" divides by the whole
     device's copy bandwidth (the partition's own copy is a row of its own)."""
     num_sms: int
