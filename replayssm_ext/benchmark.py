@@ -1808,9 +1808,10 @@ def check_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> 
     """A bf16 matrix product timed on the whole device and on the partition: a compute-bound kernel
     slows down on fewer SMs. Raises if it slows down by less than half of device_sms / num_sms - 1
     (the green context then does not confine the captured graphs), so no run reports whole-device
-    rows as partition rows. The ratio stays below the SM ratio (H100, 96 of 132 SMs: 1.20-1.35
-    against 1.375, session 57): on all SMs the product runs at a lower, power-limited clock. The
-    partitions themselves have exactly the SMs asked for (a Triton probe of %smid, session 57's
+    rows as partition rows. The ratio is of the fastest replays: on all SMs the product runs at a
+    power-limited clock that varies from run to run (H100, 96 of 132 SMs: medians 1.18-1.35 against
+    the SM ratio 1.375, one run failing this check on them in session 58; fastest replays 1.28-1.35,
+    80 SMs 1.46-1.57 against 1.65). The partitions themselves have exactly the SMs asked for (a Triton probe of %smid, session 57's
     bench/results/h100-2026-12-06-s57/smid_probe.py: 64, 80, 88, 96 and 112)."""
     n = 8192
     gen = ctx.generator_for(ctx.device)
@@ -1823,13 +1824,13 @@ def check_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> 
     for where, t in ((f"{part.device_sms} SMs", t_dev), (f"{part.num_sms} SMs", t_part)):
         ctx.add_row(section="copy", kernel="bf16_matmul", geometry=where, batch=0, B=None, timing=t, nbytes=None,
                     n_sets=1, note=f"{n}x{n}x{n}: checks that the SM partition applies")
-    ratio = t_part.median_s / t_dev.median_s
+    ratio = t_part.min_s / t_dev.min_s
     expected = part.device_sms / part.num_sms
     ctx.log(f"SM partition: matmul on {part.num_sms} of {part.device_sms} SMs takes {ratio:.3f}x the whole "
-            f"device's time (SM ratio {expected:.3f})")
+            f"device's time, fastest replays (SM ratio {expected:.3f})")
     if ratio < 1.0 + 0.5 * (expected - 1.0):
         raise RuntimeError(f"--sms {part.num_sms}: the matmul on the partition took {ratio:.3f}x the whole device's "
-                           f"time, expected about {expected:.3f}x: the green context does not confine the graphs")
+                           f"time (fastest replays), expected about {expected:.3f}x: the green context does not confine the graphs")
     return dict(num_sms=part.num_sms, device_sms=part.device_sms, matmul_time_ratio=ratio,
                 sm_ratio=expected)
 

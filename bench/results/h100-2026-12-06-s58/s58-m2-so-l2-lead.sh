@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/prepared/m2-so-l2-lead.patch (session 57): one GPU call from the repository root of main with
+# bench/results/h100-2026-12-06-s58/dropped-m2-so-l2-lead.patch (session 57): one GPU call from the repository root of main with
 # ab_base prepared from main (`scripts/ab_bench.sh --prepare HEAD`, carry ".whl" and "ab_base") and
 # the patch NOT applied:
 #   bash docs/prepared/m2-so-l2-lead.sh
@@ -10,10 +10,10 @@
 # 2. on the tree, leads 2 / 3 / 4 / 1 on an H100's 96 and 80 SMs (--sms: the H200's bandwidth per
 #    SM, which the route cannot hide, docs/perf-notes.md "Method notes", session 57) and on all
 #    SMs, batch 256, B = 16 and 32. On an H200, the whole device only. ~8 minutes.
-cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && source scripts/device_env.sh || exit 1
 export REPLAYSSM_FAMILIES=mamba2
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-git apply --check docs/prepared/m2-so-l2-lead.patch 2>/dev/null && git apply docs/prepared/m2-so-l2-lead.patch
+git apply --check bench/results/h100-2026-12-06-s58/dropped-m2-so-l2-lead.patch 2>/dev/null && git apply bench/results/h100-2026-12-06-s58/dropped-m2-so-l2-lead.patch
 git diff --quiet -- csrc && { echo "patch not applied"; exit 1; }
 BUILD_TIMEOUT=300 BENCH_TIMEOUT=120 scripts/ab_bench.sh --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --routes state_and_output -B 16 --batches 1,256 --budget-s 40 > "$OUT/ab.txt" 2>&1

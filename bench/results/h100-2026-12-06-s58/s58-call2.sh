@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Session 58, call 2: the state-and-output route's tensor-core update with the decay deferred from
+# the tile to the output on rows that do not flush (replay_mma_defers_decay: no 16 FMUL per tile)
+# against main (ab_base from 611625c carried), on all SMs (batch 1 / 64 / 256 / 512) and on 96 / 80
+# SMs (batch 256, twice at 80), nano / super, B = 16 / 32; then the Mamba-2 CUDA tests.
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && source scripts/device_env.sh || exit 1
+export REPLAYSSM_FAMILIES=mamba2 BUILD_TIMEOUT=300 BENCH_TIMEOUT=150
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+ROOT=$OUT
+ab() {  # folder, benchmark args...
+  local dir=$1; shift
+  OUT=$ROOT/$dir AB_KEEP_BASE=${keep:-0} scripts/ab_bench.sh --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
+    --routes state_and_output "$@" > "$ROOT/$dir.txt" 2>&1
+  echo "$dir rc=$? [$((SECONDS - t0)) s]"; grep -E 'FAILED|^gates' "$ROOT/$dir.txt" | cut -c1-160
+  grep -E '^m2_so_(cycle|nonflush|flush) ' "$ROOT/$dir.txt"
+}
+keep=0 ab all -B 16,32 --batches 1,64,256,512 --budget-s 90
+keep=1 ab sms80 -B 16,32 --batches 256 --budget-s 60 --sms 80
+keep=1 ab sms96 -B 16,32 --batches 256 --budget-s 60 --sms 96
+keep=1 ab sms80b -B 16 --batches 256 --budget-s 60 --sms 80
+timeout $((570 - SECONDS)) python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -p no:cacheprovider > "$ROOT/tests.log" 2>&1
+echo "tests rc=$? [$((SECONDS - t0)) s]"; tail -n 3 "$ROOT/tests.log"
+cd "$ROOT" && tar -czf runs.tgz --exclude='*.png' all sms80 sms96 sms80b 2>/dev/null && rm -rf all sms80 sms96 sms80b
