@@ -342,6 +342,28 @@ def test_decode_update_tensor_cores_whole_heads(monkeypatch):
     run_checked(Mamba2(geo), cfg)
 
 
+class _SteepDecayMamba2(Mamba2):
+    """Heads with A scaled by 1, 20, 200 and 2000 in turn: with δ ~ 0.03 their history's total decay
+    falls below 2^-64 (and to zero in fp32) within a few entries on the steeper heads and never on
+    the first."""
+
+    def make_layer(self, gen):
+        p = super().make_layer(gen)
+        p["A"] = p["A"] * torch.tensor([1.0, 20.0, 200.0, 2000.0]).repeat(self.geo.H // 4 + 1)[:self.geo.H]
+        return p
+
+
+def test_decode_update_tensor_cores_steep_decay(monkeypatch):
+    """The tensor-core update (forced) on heads whose decays span ordinary to underflowing: the
+    weights w_j and the total decay c0 then range from ~1 to 0 within one tile's update, whose X
+    terms and scaled state must still meet the recurrence; one batch with every phase, against the
+    recurrence over flush cycles."""
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1")
+    cfg = _decode_cfg(Bcap=16, rows=6, spare_slots=2, steps=steps_for_cycles(16, 1, 6), state="fp32", act="bf16",
+                      paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0, route="state_and_output", seed=3600)
+    run_checked(_SteepDecayMamba2(Mamba2Geo(H=8, P=48, N=128, G=2)), cfg)
+
+
 @pytest.mark.parametrize("rows", [2, 8])
 def test_decode_update_launcher_choice(rows, monkeypatch):
     """With the variable unset (the launcher takes the tensor-core update on state-and-output
