@@ -12,6 +12,11 @@ Ops: mamba2_decode (--route), mamba2_spec_verify, mamba2_state_update, gdn_decod
 gdn_state_update. It prints the median time per launch from CUDA events (not a benchmark: no
 graphs, no L2 flushing; replayssm_ext.benchmark is that).
 
+--sms N launches every step on N of the device's SMs (the benchmark's SmPartition, a CUDA green
+context's stream), so Nsight Compute profiles a kernel where each SM has an H200's share of the
+DRAM bandwidth or less (an H100 on 80-96 of its 132 SMs; docs/perf-notes.md, "Method notes",
+session 57). The launchers still see the whole device, as in the benchmark's --sms runs.
+
 --trace N captures N steps in one CUDA graph, replays it under torch.profiler (CUPTI) and prints,
 over the steps after the first of each replay, each kernel's duration, the interval between
 consecutive steps' starts and the gap from one step's last kernel to the next step's first. The
@@ -41,16 +46,18 @@ OPS = ("mamba2_decode", "mamba2_spec_verify", "mamba2_state_update", "gdn_decode
        "gdn_state_update")
 
 
-def trace_graph(label: str, fn, launches: int, replays: int) -> str:
-    """Body and gap of `launches` calls of fn captured in one CUDA graph (see --trace)."""
-    side = torch.cuda.Stream()
+def trace_graph(label: str, fn, launches: int, replays: int, stream=None) -> str:
+    """Body and gap of `launches` calls of fn captured in one CUDA graph (see --trace). stream: where
+    the graph is captured (an SM partition's stream, replayed there too: the current stream); None:
+    a side stream of its own."""
+    side = stream or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=stream):
         for _ in range(launches):
             fn()
     graph.replay()
@@ -106,6 +113,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--trace", type=int, default=0, metavar="N",
                     help="N launches in one CUDA graph, traced with torch.profiler (0: off)")
+    ap.add_argument("--sms", type=int, default=0, metavar="N",
+                    help="run every step on N of the device's SMs (a green context; 0: all)")
     args = ap.parse_args(argv)
 
     if not torch.cuda.is_available():
@@ -119,7 +128,8 @@ def main(argv=None) -> int:
     R = args.hist_capacity + T
     if not 0 <= args.hist <= R - T:
         ap.error(f"--hist must be in [0, {R - T}] (R = B + T = {R}), got {args.hist}")
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    part = bm.SmPartition.create(dev, args.sms) if args.sms else None
     gen = torch.Generator(device=dev).manual_seed(0)
     fam = (bm.Mamba2Family if m2 else bm.GDNFamily)(geom, bm.DTYPES[args.state_dtype], bm.DTYPES[args.act_dtype],
                                                     dev, gen)
@@ -149,6 +159,12 @@ def main(argv=None) -> int:
         else:
             fam.decode(inp, params, state, rings, slots, cur, out)
 
+    if part is not None:
+        # Everything from here on, capture and replays included, runs on the partition's stream.
+        part.stream.wait_stream(torch.cuda.current_stream(dev))
+        torch.cuda.set_stream(part.stream)
+        print(f"on {part.num_sms} of {part.device_sms} SMs (green context)")
+
     if args.trace > 0:
         if args.trace < 2:
             ap.error(f"--trace needs at least 2 launches per graph, got {args.trace}")
@@ -157,7 +173,7 @@ def main(argv=None) -> int:
         step()
         one = torch.zeros(1, device=dev)
         for name, fn in ((label, step), ("one-element add (the graph's launch floor)", lambda: one.add_(1.0))):
-            print(trace_graph(name, fn, args.trace, args.iters))
+            print(trace_graph(name, fn, args.trace, args.iters, part.stream if part is not None else None))
         return 0
 
     times = []

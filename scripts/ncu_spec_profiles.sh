@@ -12,6 +12,8 @@
 #   FAMILY=open256 scripts/ncu_spec_profiles.sh       # Mamba-2 spec rows of open targets (session 29 ran it)
 #   FAMILY=flush256 scripts/ncu_spec_profiles.sh      # super T = 4 flush against its non-flush and the classic step (session 41)
 #   FAMILY=so256 scripts/ncu_spec_profiles.sh         # the state-and-output route on tensor cores at batch 256 (session 51)
+#   SMS=80 FAMILY=so256 scripts/ncu_spec_profiles.sh  # any family on 80 of the SMs (profile_step.py --sms): on an
+#                                                     # H100, each SM with about an H200's share of the bandwidth
 #
 # Mamba-2 (nano; session 15 ran it, bench/results/h200-2026-11-30-s15-spec-stream/call2_ncu/): the
 # spec kernel's CUDA-core stream at T = 4 non-flush (hist 8) and flush (hist 12), T = 2 non-flush.
@@ -57,7 +59,7 @@ run_case() {  # name, kernel regex, op, geometry, batch, profile_step arguments.
   timeout 150 ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section SourceCounters --section ComputeWorkloadAnalysis --section InstructionStats -k regex:$kernel --launch-skip 3 --launch-count 1 \
     -o "$W/$name" python3 bench/profile_step.py --op $op --geometry $geometry \
-    --batch $batch "$@" > "$W/$name.run.log" 2>&1 || { echo "ncu failed ($name)"; tail -20 "$W/$name.run.log"; return; }
+    --batch $batch ${SMS:+--sms $SMS} "$@" > "$W/$name.run.log" 2>&1 || { echo "ncu failed ($name)"; tail -20 "$W/$name.run.log"; return; }
   ncu --import "$W/$name.ncu-rep" --page details > "$W/$name.details.txt" 2>&1
   ncu --import "$W/$name.ncu-rep" --page source --csv --print-source sass > "$W/$name.source.csv" 2>&1
   python3 bench/ncu_hotspots.py "$W/$name.source.csv" --window 80 --top 12 --show 2 > "$W/$name.hotspots.txt" 2>&1
@@ -107,5 +109,5 @@ case ${FAMILY:-mamba2} in
   *) echo "FAMILY must be mamba2, gdn, batch1, decode256, open256, flush256 or so256"; exit 2 ;;
 esac
 rm -f "$W"/*.ncu-rep
-tar czf "$OUT/ncu_${FAMILY:-mamba2}.tgz" -C "$W" .
-echo "files in $OUT/ncu_${FAMILY:-mamba2}.tgz"
+tar czf "$OUT/ncu_${FAMILY:-mamba2}${SMS:+_sms$SMS}.tgz" -C "$W" .
+echo "files in $OUT/ncu_${FAMILY:-mamba2}${SMS:+_sms$SMS}.tgz"
