@@ -173,7 +173,7 @@ def main(argv=None) -> int:
         step()
         one = torch.zeros(1, device=dev)
         for name, fn in ((label, step), ("one-element add (the graph's launch floor)", lambda: one.add_(1.0))):
-            print(trace_graph(name, fn, args.trace, args.iters, part.stream if part is not None else None))
+            print(trace_graph(name, fn, args.trace, args.iters, part.stream if part else None))
         return 0
 
     times = []

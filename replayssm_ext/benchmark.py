@@ -1811,8 +1811,9 @@ def check_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> 
     rows as partition rows. The ratio is of the fastest replays: on all SMs the product runs at a
     power-limited clock that varies from run to run (H100, 96 of 132 SMs: medians 1.18-1.35 against
     the SM ratio 1.375, one run failing this check on them in session 58; fastest replays 1.28-1.35,
-    80 SMs 1.46-1.57 against 1.65). The partitions themselves have exactly the SMs asked for (a Triton probe of %smid, session 57's
-    bench/results/h100-2026-12-06-s57/smid_probe.py: 64, 80, 88, 96 and 112)."""
+    80 SMs 1.46-1.57 against 1.65). The partitions themselves have exactly the SMs asked for (a
+    Triton probe of %smid, session 57's bench/results/h100-2026-12-06-s57/smid_probe.py: 64, 80, 88,
+    96 and 112)."""
     n = 8192
     gen = ctx.generator_for(ctx.device)
     a = torch.randn(n, n, device=ctx.device, generator=gen).to(torch.bfloat16)
@@ -1830,7 +1831,8 @@ def check_sm_partition(ctx: Context, part: SmPartition, device_timer: Timer) -> 
             f"device's time, fastest replays (SM ratio {expected:.3f})")
     if ratio < 1.0 + 0.5 * (expected - 1.0):
         raise RuntimeError(f"--sms {part.num_sms}: the matmul on the partition took {ratio:.3f}x the whole device's "
-                           f"time (fastest replays), expected about {expected:.3f}x: the green context does not confine the graphs")
+                           f"time (fastest replays), expected about {expected:.3f}x: the green context does not "
+                           "confine the graphs")
     return dict(num_sms=part.num_sms, device_sms=part.device_sms, matmul_time_ratio=ratio,
                 sm_ratio=expected)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 58, call 2: the state-and-output route's tensor-core update with the decay deferred from
-# the tile to the output on rows that do not flush (replay_mma_defers_decay: no 16 FMUL per tile)
-# against main (ab_base from 611625c carried), on all SMs (batch 1 / 64 / 256 / 512) and on 96 / 80
+# Session 58, call 2: the working tree's state-and-output route (in call 2: the tensor-core update
+# with the decay deferred from the tile to the output on rows that do not flush, no 16 FMUL per
+# tile) against ab_base (main 611625c's csrc, carried), on all SMs (batch 1 / 64 / 256 / 512) and on 96 / 80
 # SMs (batch 256, twice at 80), nano / super, B = 16 / 32; then the Mamba-2 CUDA tests. On an H200:
 # both routes on all SMs, the second pair at batch 256 in place of the partitions.
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && source scripts/device_env.sh || exit 1
