@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 59: the open target rows of issues 3 and 5 on main's kernels, for the first H200 call of a
+# session (no H200 has come since session 50). One GPU call from the repository root of main (carry
+# ".whl"):
+#   bash docs/prepared/h200-targets.sh
+# Builds the Mamba-2 and GDN kernels, then, B = 16, fp32 checkpoint, bf16 activations:
+#   1. issue 3: Mamba-2 plain decode, both routes and our baseline, nano / super, batch 1 / 256
+#      (the batch-1 cycle <= 4.6 us, state-and-output within 10 % of output-only at 256);
+#   2. issue 5: speculative verify, all drafts accepted, nano / super T = 4 at batch 1 / 256 and
+#      nano T = 8 at 256, snapshots side by side (nano 420, super 390, nano T = 8 540 us);
+#   3. issue 5: Qwen3.5-4B T = 4 at batch 256 with main's L2 lead (2) and with REPLAYSSM_GDN_L2 = 1,
+#      twice in alternation: the <= 200 us row, and the H200 A/B of session 57's lead that no session
+#      has made (docs/prepared/gdn-l2-lead-by-bandwidth.patch keeps or drops by it).
+# On an H100 it runs the same and says so: the rows are then not the targets' own. ~8 minutes.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
+export REPLAYSSM_FAMILIES=mamba2,gdn
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+timeout 330 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
+echo "build rc=$? [$((SECONDS - t0)) s]"
+bench() {  # name, timeout, benchmark args...
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" python3 -m replayssm_ext.benchmark -B 16 --accept all --out "$OUT/$name" "$@" > "$OUT/$name.log" 2>&1
+  echo "$name rc=$? [$((SECONDS - t0)) s]"
+}
+bench m2_decode 110 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
+  --routes output_only,state_and_output --batches 1,256 --budget-s 50
+grep -E '^(m2_|d2d|commit)' "$OUT/m2_decode.log" | head -40
+bench m2_spec_t4 100 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
+  --spec-tokens 4 --batches 1,256 --budget-s 45
+bench m2_spec_t8 60 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 25
+grep -hE '^(m2_spec|m2_snap|spec|d2d)' "$OUT"/m2_spec_t4.log "$OUT"/m2_spec_t8.log | head -40
+for rep in 1 2; do
+  for lead in main 1; do
+    if [[ $lead == main ]]; then bench "gdn_l2${lead}_$rep" 60 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 25
+    else REPLAYSSM_GDN_L2=1 bench "gdn_l2${lead}_$rep" 60 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 25; fi
+  done
+done
+python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+for f in sorted(glob.glob(f"{sys.argv[1]}/*/bench.json")):
+    for r in json.load(open(f))["rows"]:
+        if r["kernel"] == "commit":
+            continue
+        cf, sb = r.get("copy_frac"), r.get("speedup_vs_base")
+        print(f"{os.path.basename(os.path.dirname(f)):14s} {r['kernel']:24s} {r['geometry']:20s} b={r['batch']:<4} "
+              f"T={r.get('T', '-')!s:2s} {r['us']:9.2f} us  copy {100 * cf if cf else 0:5.1f} %  x_base {sb or 0:5.2f}")
+PY
+cd "$OUT" && tar -czf runs.tgz --exclude='*.png' $(ls -d */) *.log && rm -rf $(ls -d */)
