@@ -17,24 +17,21 @@ export REPLAYSSM_FAMILIES=mamba2,gdn
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 timeout 330 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
 echo "build rc=$? [$((SECONDS - t0)) s]"
-bench() {  # name, timeout, benchmark args...
+bench() {  # name, timeout, benchmark args...: its timed rows (not the phase splits) printed at once
   local name=$1 limit=$2; shift 2
   timeout "$limit" python3 -m replayssm_ext.benchmark -B 16 --accept all --out "$OUT/$name" "$@" > "$OUT/$name.log" 2>&1
   echo "$name rc=$? [$((SECONDS - t0)) s]"
+  grep -E '^(m2_|gdn_)[a-z_]* .* us' "$OUT/$name.log" | grep -vE '_(nonflush|flush) ' | cut -c1-150
 }
-bench m2_decode 110 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
-  --routes output_only,state_and_output --batches 1,256 --budget-s 50
-grep -E '^(m2_|d2d|commit)' "$OUT/m2_decode.log" | head -40
-bench m2_spec_t4 100 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
-  --spec-tokens 4 --batches 1,256 --budget-s 45
-bench m2_spec_t8 60 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 25
-grep -hE '^(m2_spec|m2_snap|spec|d2d)' "$OUT"/m2_spec_t4.log "$OUT"/m2_spec_t8.log | head -40
+bench m2_decode 100 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
+  --routes output_only,state_and_output --batches 1,256 --budget-s 45
+bench m2_spec_t4 90 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
+  --spec-tokens 4 --batches 1,256 --budget-s 40
 for rep in 1 2; do
-  for lead in main 1; do
-    if [[ $lead == main ]]; then bench "gdn_l2${lead}_$rep" 60 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 25
-    else REPLAYSSM_GDN_L2=1 bench "gdn_l2${lead}_$rep" 60 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 25; fi
-  done
+  bench "gdn_l2main_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
+  REPLAYSSM_GDN_L2=1 bench "gdn_l21_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
 done
+(( SECONDS - t0 < 520 )) && bench m2_spec_t8 50 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 20
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
 for f in sorted(glob.glob(f"{sys.argv[1]}/*/bench.json")):
@@ -45,4 +42,4 @@ for f in sorted(glob.glob(f"{sys.argv[1]}/*/bench.json")):
         print(f"{os.path.basename(os.path.dirname(f)):14s} {r['kernel']:24s} {r['geometry']:20s} b={r['batch']:<4} "
               f"T={r.get('T', '-')!s:2s} {r['us']:9.2f} us  copy {100 * cf if cf else 0:5.1f} %  x_base {sb or 0:5.2f}")
 PY
-cd "$OUT" && tar -czf runs.tgz --exclude='*.png' $(ls -d */) *.log && rm -rf $(ls -d */)
+cd "$OUT" && tar -czf runs.tgz --exclude='*.png' $(ls -d */) *.log && rm -rf $(ls -d */) *.log
