@@ -21,7 +21,7 @@ bench() {  # name, timeout, benchmark args...: its timed rows (not the phase spl
   local name=$1 limit=$2; shift 2
   timeout "$limit" python3 -m replayssm_ext.benchmark -B 16 --accept all --out "$OUT/$name" "$@" > "$OUT/$name.log" 2>&1
   echo "$name rc=$? [$((SECONDS - t0)) s]"
-  grep -E '^(m2_|gdn_)[a-z_]* .* us' "$OUT/$name.log" | grep -vE '_(nonflush|flush) ' | cut -c1-150
+  grep -E '\] (d2d_copy_kernel|(m2|gdn)_[a-z0-9_]*) .* us' "$OUT/$name.log" | grep -vE '_(nonflush|flush) ' | cut -c11-160
 }
 bench m2_decode 100 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --routes output_only,state_and_output --batches 1,256 --budget-s 45
