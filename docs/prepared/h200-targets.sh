@@ -12,6 +12,8 @@
 #      twice in alternation: the <= 200 us row, and the H200 A/B of session 57's lead that no session
 #      has made (docs/prepared/gdn-l2-lead-by-bandwidth.patch keeps or drops by it).
 # On an H100 it runs the same and says so: the rows are then not the targets' own. ~8 minutes.
+# QUICK=1 (for a budget worn down by failed machine starts, session 60): batch 256 only, the
+# Mamba-2 decode routes and one GDN lead pair, no Mamba-2 spec rows; ~4-5 minutes.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
 export REPLAYSSM_FAMILIES=mamba2,gdn
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
@@ -23,15 +25,16 @@ bench() {  # name, timeout, benchmark args...: its timed rows (not the phase spl
   echo "$name rc=$? [$((SECONDS - t0)) s]"
   grep -E '\] (d2d_copy_kernel|(m2|gdn)_[a-z0-9_]*) .* us' "$OUT/$name.log" | grep -vE '_(nonflush|flush) ' | cut -c11-160
 }
+quick=${QUICK:-0}
 bench m2_decode 100 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
-  --routes output_only,state_and_output --batches 1,256 --budget-s 45
-bench m2_spec_t4 90 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
+  --routes output_only,state_and_output --batches "$( ((quick)) && echo 256 || echo 1,256)" --budget-s 45
+((quick)) || bench m2_spec_t4 90 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --spec-tokens 4 --batches 1,256 --budget-s 40
-for rep in 1 2; do
+for rep in $( ((quick)) && echo 1 || echo 1 2); do
   bench "gdn_l2main_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
   REPLAYSSM_GDN_L2=1 bench "gdn_l21_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
 done
-(( SECONDS - t0 < 520 )) && bench m2_spec_t8 50 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 20
+(( !quick && SECONDS - t0 < 520 )) && bench m2_spec_t8 50 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 20
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
 for f in sorted(glob.glob(f"{sys.argv[1]}/*/bench.json")):
