@@ -14,8 +14,11 @@
 # On an H100 it runs the same and says so: the rows are then not the targets' own. ~8 minutes.
 # QUICK=1 (for a budget worn down by failed machine starts, session 60): batch 256 only, the
 # Mamba-2 decode routes and one GDN lead pair, no Mamba-2 spec rows; ~4-5 minutes.
+# MIN=1 (session 61, for ~300-400 s left after a start): the Mamba-2 kernels alone, the decode
+# routes at batch 1 / 256 (issue 3's batch-1 cycle and the routes' ratio); ~3 minutes.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
-export REPLAYSSM_FAMILIES=mamba2,gdn
+minimal=${MIN:-0}
+export REPLAYSSM_FAMILIES=$( ((minimal)) && echo mamba2 || echo mamba2,gdn)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 timeout 330 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1
 echo "build rc=$? [$((SECONDS - t0)) s]"
@@ -26,15 +29,16 @@ bench() {  # name, timeout, benchmark args...: its timed rows (not the phase spl
   grep -E '\] (d2d_copy_kernel|(m2|gdn)_[a-z0-9_]*) .* us' "$OUT/$name.log" | grep -vE '_(nonflush|flush) ' | cut -c11-160
 }
 quick=${QUICK:-0}
+((minimal)) && quick=0
 bench m2_decode 100 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --routes output_only,state_and_output --batches "$( ((quick)) && echo 256 || echo 1,256)" --budget-s 45
-((quick)) || bench m2_spec_t4 90 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
+((quick || minimal)) || bench m2_spec_t4 90 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --spec-tokens 4 --batches 1,256 --budget-s 40
-for rep in $( ((quick)) && echo 1 || echo 1 2); do
+for rep in $( ((minimal)) || { ((quick)) && echo 1 || echo 1 2; }); do
   bench "gdn_l2main_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
   REPLAYSSM_GDN_L2=1 bench "gdn_l21_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
 done
-(( !quick && SECONDS - t0 < 520 )) && bench m2_spec_t8 50 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 20
+(( !quick && !minimal && SECONDS - t0 < 520 )) && bench m2_spec_t8 50 --sections spec --geometries nemotron3-nano-4b --spec-tokens 8 --batches 256 --budget-s 20
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
 for f in sorted(glob.glob(f"{sys.argv[1]}/*/bench.json")):
