@@ -30,11 +30,12 @@ bench() {  # name, timeout, benchmark args...: its timed rows (not the phase spl
 }
 quick=${QUICK:-0}
 ((minimal)) && quick=0
+gdn_reps="1 2"; ((quick)) && gdn_reps=1; ((minimal)) && gdn_reps=  # GDN lead pairs to run
 bench m2_decode 100 --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --routes output_only,state_and_output --batches "$( ((quick)) && echo 256 || echo 1,256)" --budget-s 45
 ((quick || minimal)) || bench m2_spec_t4 90 --sections spec --geometries nemotron3-nano-4b,nemotron3-super-120b \
   --spec-tokens 4 --batches 1,256 --budget-s 40
-for rep in $( ((minimal)) || { ((quick)) && echo 1 || echo 1 2; }); do
+for rep in $gdn_reps; do
   bench "gdn_l2main_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
   REPLAYSSM_GDN_L2=1 bench "gdn_l21_$rep" 50 --sections spec --geometries qwen3.5-4b --spec-tokens 4 --batches 256 --budget-s 20
 done
