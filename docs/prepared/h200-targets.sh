@@ -14,8 +14,9 @@
 # On an H100 it runs the same and says so: the rows are then not the targets' own. ~8 minutes.
 # QUICK=1 (for a budget worn down by failed machine starts, session 60): batch 256 only, the
 # Mamba-2 decode routes and one GDN lead pair, no Mamba-2 spec rows; ~4-5 minutes.
-# MIN=1 (session 61, for ~300-400 s left after a start): the Mamba-2 kernels alone, the decode
-# routes at batch 1 / 256 (issue 3's batch-1 cycle and the routes' ratio); ~3 minutes.
+# MIN=1 (session 61, for ~350-450 s left; session 62's request at 329 s was refused): the Mamba-2
+# kernels alone, the decode routes at batch 1 / 256 (issue 3's batch-1 cycle and the routes'
+# ratio); ~3 minutes.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
 minimal=${MIN:-0}
 export REPLAYSSM_FAMILIES=$( ((minimal)) && echo mamba2 || echo mamba2,gdn)
