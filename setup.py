@@ -14,7 +14,9 @@ Environment:
 """
 
 import glob
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -136,6 +138,34 @@ else:
     )
 
 
+def _touch_sources_changed_since_last_build(build_temp):
+    """Ninja recompiles what is older than its sources by modification time. A GPU machine keeps
+    build outputs between calls but receives each call's working tree with this machine's times,
+    so a source put back to earlier content (a patch applied in one call, absent in the next) can
+    be older than the object built from the patched one and not be recompiled: session 63 profiled
+    a patch's kernels for main's that way. So every file under csrc/ whose content differs from
+    the one the last build saw gets the current time (all of them where a build folder exists
+    without a record), and the record is rewritten."""
+    record = os.path.join(ROOT, "build", "csrc-digests.json")
+    digests = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "csrc", "**", "*"), recursive=True)):
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                digests[os.path.relpath(path, ROOT)] = hashlib.sha1(f.read()).hexdigest()
+    try:
+        with open(record) as f:
+            previous = json.load(f)
+    except (OSError, ValueError):
+        previous = {} if os.path.isdir(build_temp) else None
+    if previous is not None:
+        for rel, digest in digests.items():
+            if previous.get(rel) != digest:
+                os.utime(os.path.join(ROOT, rel))
+    os.makedirs(os.path.dirname(record), exist_ok=True)
+    with open(record, "w") as f:
+        json.dump(digests, f)
+
+
 class BuildExtInTree(BuildExtension):
     """Compiles into build/temp.<platform>-<python> under the source tree, whatever folder the caller
     picked. An editable install (PEP 660) runs build_ext in a throw-away folder, so without this it
@@ -146,6 +176,10 @@ class BuildExtInTree(BuildExtension):
         super().finalize_options()
         tag = f"temp.{sysconfig.get_platform()}-{sys.implementation.cache_tag}"
         self.build_temp = os.path.join(ROOT, "build", tag)
+
+    def run(self):
+        _touch_sources_changed_since_last_build(self.build_temp)
+        super().run()
 
 
 print(f"replayssm: building the {'CUDA (' + os.environ['TORCH_CUDA_ARCH_LIST'] + ')' if with_cuda else 'CPU-only'} "

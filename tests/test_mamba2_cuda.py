@@ -313,15 +313,32 @@ MMA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("update", ["tensor_cores", "cuda_cores"])
+# The update forms and the variables that force them: the tensor cores with the instance bounded
+# for eight CTAs per SM and with the one bounded for nine (REPLAYSSM_M2_DECODE_MMA_NINE), the CUDA
+# cores.
+UPDATE_FORMS = {
+    "tensor_cores_eight": {"REPLAYSSM_M2_DECODE_MMA": "1", "REPLAYSSM_M2_DECODE_MMA_NINE": "0"},
+    "tensor_cores_nine": {"REPLAYSSM_M2_DECODE_MMA": "1", "REPLAYSSM_M2_DECODE_MMA_NINE": "1"},
+    "cuda_cores": {"REPLAYSSM_M2_DECODE_MMA": "0"},
+}
+
+
+def _set_update_form(form, monkeypatch):
+    monkeypatch.delenv("REPLAYSSM_M2_DECODE_MMA_NINE", raising=False)
+    for name, value in UPDATE_FORMS[form].items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("update", list(UPDATE_FORMS))
 @pytest.mark.parametrize("geo,Bcap,rows", MMA_CASES, ids=["nano", "super_b32", "p40", "b1"])
 def test_decode_update_forms(geo, Bcap, rows, update, monkeypatch):
-    """The state-and-output route with its rank update on the tensor cores (REPLAYSSM_M2_DECODE_MMA=1)
+    """The state-and-output route with its rank update on the tensor cores (REPLAYSSM_M2_DECODE_MMA=1;
+    both instances, the eight- and the nine-CTA bound with its dot products over the staged x_j)
     and on the CUDA cores (=0), over flush cycles with every phase in the batch, padding and 16-byte
     aligned pages (the tensor-core update's condition), against the recurrence: outputs, rings,
     cursors and the checkpoint at every flush. No folds on demand (mamba2_flush raises with the
     variable set to 1, as it has no state-and-output rows)."""
-    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1" if update == "tensor_cores" else "0")
+    _set_update_form(update, monkeypatch)
     cfg = _decode_cfg(Bcap=Bcap, rows=rows, spare_slots=2, steps=steps_for_cycles(Bcap, 1, rows), state="fp32",
                       act="bf16", paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0,
                       route="state_and_output", seed=3300 + Bcap + rows)
@@ -353,12 +370,13 @@ class _SteepDecayMamba2(Mamba2):
         return p
 
 
-def test_decode_update_tensor_cores_steep_decay(monkeypatch):
-    """The tensor-core update (forced) on heads whose decays span ordinary to underflowing: the
-    weights w_j and the total decay c0 then range from ~1 to 0 within one tile's update, whose X
-    terms and scaled state must still meet the recurrence; one batch with every phase, against the
-    recurrence over flush cycles."""
-    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1")
+@pytest.mark.parametrize("update", ["tensor_cores_eight", "tensor_cores_nine"])
+def test_decode_update_tensor_cores_steep_decay(update, monkeypatch):
+    """The tensor-core update (forced, both instances) on heads whose decays span ordinary to
+    underflowing: the weights w_j and the total decay c0 then range from ~1 to 0 within one tile's
+    update, whose X terms and scaled state must still meet the recurrence; one batch with every
+    phase, against the recurrence over flush cycles."""
+    _set_update_form(update, monkeypatch)
     cfg = _decode_cfg(Bcap=16, rows=6, spare_slots=2, steps=steps_for_cycles(16, 1, 6), state="fp32", act="bf16",
                       paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.0, route="state_and_output", seed=3600)
     run_checked(_SteepDecayMamba2(Mamba2Geo(H=8, P=48, N=128, G=2)), cfg)
@@ -372,6 +390,7 @@ def test_decode_update_launcher_choice(rows, monkeypatch):
     P splits into one tile per CTA (2 rows) or several (8), on the state-and-output route, over
     flush cycles with padding, folds on demand and aligned pages, against the recurrence."""
     monkeypatch.delenv("REPLAYSSM_M2_DECODE_MMA", raising=False)
+    monkeypatch.delenv("REPLAYSSM_M2_DECODE_MMA_NINE", raising=False)
     cfg = _decode_cfg(Bcap=16, rows=rows, spare_slots=1, steps=steps_for_cycles(16, 1, rows), state="fp32",
                       act="bf16", paged="aligned", null_slot=0, pad_prob=0.1, fold_prob=0.05,
                       route="state_and_output", seed=3500 + rows)
@@ -410,6 +429,46 @@ def test_decode_mma_override_errors(op, route, state, act, misaligned, value, me
     args = valid_args(op, device="cuda", act=act, state_dtype=state)
     _dstate_128(args)
     _assert_override_raises(op, args, route, misaligned, "REPLAYSSM_M2_DECODE_MMA", value, message, monkeypatch)
+
+
+def test_decode_update_nine_ctas_bit_identical(monkeypatch):
+    """The tensor-core update's two instances (eight- and nine-CTA bound) differ only in where the
+    per-warp dot products lie in shared memory: one state-and-output decode step (a non-flush row
+    mid-history, a flushing row, a padding row) gives bit-identical outputs, rings and checkpoints."""
+    results = []
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1")
+    for value in ("0", "1"):
+        monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA_NINE", value)
+        args = valid_args("mamba2_decode", device="cuda", act=torch.bfloat16, state_dtype=torch.float32, seed=7)
+        _dstate_128(args)
+        args["route"] = "state_and_output"
+        call_op("mamba2_decode", args)
+        results.append({n: args[n] for n in ("out", "state", "ring_x", "ring_B", "ring_dt")})
+    torch.cuda.synchronize()
+    assert not torch.isnan(results[0]["out"].float()).any()
+    for n in results[0]:
+        assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the eight- and nine-CTA instances"
+
+
+NINE_NOT_TAKEN = "REPLAYSSM_M2_DECODE_MMA_NINE=1: the nine-CTA bound is built for the tensor-core update only"
+
+
+@pytest.mark.parametrize("op,route,mma,value,message", [
+    ("mamba2_decode", "state_and_output", None, "2", "REPLAYSSM_M2_DECODE_MMA_NINE must be 0 or 1"),
+    ("mamba2_decode", "state_and_output", "0", "1", NINE_NOT_TAKEN),
+    ("mamba2_decode", "output_only", None, "1", NINE_NOT_TAKEN),
+    ("mamba2_flush", None, None, "1", NINE_NOT_TAKEN),
+])
+def test_decode_mma_nine_override_errors(op, route, mma, value, message, monkeypatch):
+    """REPLAYSSM_M2_DECODE_MMA_NINE other than 0 / 1, or 1 on a launch that does not take the
+    tensor-core update (the CUDA cores forced, the output-only route, mamba2_flush): the error names
+    the variable, and the launch writes nothing."""
+    args = valid_args(op, device="cuda", act=torch.bfloat16, state_dtype=torch.float32)
+    _dstate_128(args)
+    monkeypatch.delenv("REPLAYSSM_M2_DECODE_MMA", raising=False)
+    if mma is not None:
+        monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", mma)
+    _assert_override_raises(op, args, route, False, "REPLAYSSM_M2_DECODE_MMA_NINE", value, message, monkeypatch)
 
 
 # --- the baseline ------------------------------------------------------------------------------

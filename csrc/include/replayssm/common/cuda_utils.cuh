@@ -8,6 +8,14 @@
 
 namespace replayssm {
 
+// CTAs per SM that `bytes` of dynamic shared memory per CTA leave room for: the device's shared
+// memory per SM (228 KB on H100, H200 and B200) with 1 KB reserved per CTA. Host and kernels
+// compute the same (a layout choice some kernels repeat for themselves).
+__host__ __device__ inline int smem_ctas_per_sm(int bytes) {
+  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  return kSmemPerSm / (bytes + kReservedPerCta);
+}
+
 // A launch-time override read from the environment (at every launch, so variants compare in one
 // process): a count 0..max written as one digit (max <= 9). Unset or empty leaves *value as the
 // launcher set it; any other text returns `err` (the message naming the variable).
@@ -54,6 +62,20 @@ inline int num_sms() {
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
   if (dev < 64) cached[dev] = sms;
   return sms;
+}
+
+// Compute capability major of the current device (cached per device): 9 for H100 / H200, 10 for
+// B200. Only kernel choices depend on it (a bound measured on one architecture), so a failed query
+// reads as 0, which no such choice takes.
+inline int device_cc_major() {
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
+  if (dev < 64 && cached[dev] > 0) return cached[dev];
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major <= 0) return 0;
+  if (dev < 64) cached[dev] = major;
+  return major;
 }
 
 }  // namespace replayssm

@@ -59,9 +59,8 @@ const char* heads_per_cta(const HeadPairing& hp, SmemBytes smem_bytes, int* head
     return nullptr;
   }
   if (hp.err_not_built != nullptr || !hp.even_heads || !hp.whole_heads) return nullptr;
-  constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
   auto ctas_per_sm = [&](int h) {
-    const int64_t fit = kSmemPerSm / (static_cast<int64_t>(smem_bytes(h)) + kReservedPerCta);
+    const int64_t fit = smem_ctas_per_sm(static_cast<int>(smem_bytes(h)));
     return fit < hp.min_ctas ? fit : static_cast<int64_t>(hp.min_ctas);
   };
   const int64_t sms = num_sms();

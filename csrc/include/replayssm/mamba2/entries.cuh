@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "replayssm/common/async_copy.cuh"
+#include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/cursor.h"
 #include "replayssm/mamba2/tile.cuh"
 
@@ -110,13 +111,11 @@ __host__ __device__ inline int floats_for(int count, int elem_bytes) { return ((
 // the replay kernel to 4 CTAs per SM where the non-flush rows of the same launch -- a read stream
 // that needs CTAs in flight -- ran at 64 % of copy bandwidth. So the copy is made only when it
 // costs no CTAs per SM (up to the kernel's register-bound target, min_ctas), and never for fp32
-// activations, which are staged as fp32 already. The arithmetic is the device's shared memory per
-// SM (228 KB on H100, H200 and B200) with 1 KB reserved per CTA; host and kernel compute the same.
+// activations, which are staged as fp32 already. Host and kernel compute the same.
 __host__ __device__ inline bool fold_b_copy_pays(int floats_without_copy, int copy_floats, int act_bytes, int min_ctas) {
   if (act_bytes == 4) return false;
-  constexpr int kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
-  const int with_copy = kSmemPerSm / ((floats_without_copy + copy_floats) * 4 + kReservedPerCta);
-  const int without = kSmemPerSm / (floats_without_copy * 4 + kReservedPerCta);
+  const int with_copy = smem_ctas_per_sm((floats_without_copy + copy_floats) * 4);
+  const int without = smem_ctas_per_sm(floats_without_copy * 4);
   return (with_copy < min_ctas ? with_copy : min_ctas) >= (without < min_ctas ? without : min_ctas);
 }
 

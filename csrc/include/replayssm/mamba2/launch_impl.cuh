@@ -142,6 +142,27 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
                            on);
 }
 
+// Whether a tensor-core update launch (replay_mma_choice) takes the instance bounded for nine CTAs
+// per SM (kNineCtas: 56 registers against 63, the dot products over the staged x_j): on sm_90
+// devices where nine of its CTAs fit by shared memory (nano and super at B = 16 and the small
+// batches that split P; with whole heads at B = 32 nano fits five, super six).
+// H100, state-and-output cycle, tree / main, nine-CTA bound everywhere (bench/results/h100-2026-12-
+// 07-s63): B = 16, batch 256 nano 0.988 (96 SMs 0.986, 80 SMs 0.988-0.997), super 0.996 (96 SMs
+// 0.991), batch 1 level (flush step 0.94); B = 32, where the bound only takes registers, 0.996-1.023
+// on all SMs and 1.016-1.037 at 80 / 96. sm_100a spills at nine (48 / 32 bytes of stores / loads)
+// and was not measured, so B200 keeps eight. REPLAYSSM_M2_DECODE_MMA_NINE (0 or 1, read at every
+// launch) overrides the rule; 1 on a launch without the tensor-core update is an error.
+inline const char* replay_mma_nine_choice(bool mma, int nine_smem_floats, bool* on) {
+  return env_forced_choice(
+      "REPLAYSSM_M2_DECODE_MMA_NINE", "REPLAYSSM_M2_DECODE_MMA_NINE must be 0 or 1",
+      mma && device_cc_major() == 9 && smem_ctas_per_sm(nine_smem_floats * 4) >= kReplayMmaNineCtas, true, mma,
+      nullptr,
+      "REPLAYSSM_M2_DECODE_MMA_NINE=1: the nine-CTA bound is built for the tensor-core update only (the state-and-"
+      "output route with an fp32 checkpoint, bf16 activations, dstate 128 and a 16-byte aligned state view); this "
+      "launch does not take it",
+      on);
+}
+
 // Whether an output-only decode launch takes the warp-rows kernel (warp_rows.cuh), whose warps
 // form their rows' outputs from registers, with their ring positions requested beside the cursors
 // and one barrier, and whose flushing rows fold there too: launches whose batch is small enough
@@ -192,6 +213,10 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   constexpr bool kMmaBuilt = kReplayMma<Act, St, N, kWarps>;
   bool mma = false;
   if (const char* err = replay_mma_choice(p, kMmaBuilt, p_chunk, &mma)) return err;
+  bool nine = false;
+  if (const char* err = replay_mma_nine_choice(
+          mma, ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), false, kRows, kWarps, true).total, &nine))
+    return err;
   if (const char* err = grid_extents_fit(p.geo.H, p.batch)) return err;
   if (heads_total == 0) return nullptr;
   if constexpr (kRowsCtaBuilt<St, N>) {
@@ -201,7 +226,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
   }
   const bool b_copy = !mma && replay_b_copy(p.ring_len, p_chunk, N, sizeof(Act), kRows);
   const size_t smem =
-      static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows, mma ? kWarps : 0).total) *
+      static_cast<size_t>(ReplaySmem(p.ring_len, p_chunk, N, sizeof(Act), b_copy, kRows, mma ? kWarps : 0, nine).total) *
       sizeof(float);
   // fp32 activations never take the copy (replay_b_copy): that instance is not built.
   constexpr bool kCopyPossible = sizeof(Act) != 4;
@@ -220,7 +245,9 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
                       : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true>;
   }
   if constexpr (kMmaBuilt) {
-    if (mma) kernel = mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
+    if (mma)
+      kernel = nine ? mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true, true>
+                    : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
   }
   if (const char* err = allow_smem(kernel, smem)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);

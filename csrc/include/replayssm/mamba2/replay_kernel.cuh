@@ -53,11 +53,16 @@ namespace replayssm::mamba2 {
 // ldmatrix rows past the entries); the update's B_j in fp32 [R][N] when b_copy (replay_b_copy);
 // then the staged entries in the activation dtype, B_j [R][ldb] (ldb = N, or
 // ldmatrix_row_stride(N) for the tensor-core update's ldmatrix reads) and x_j [R][p_chunk].
+// dot_over_x (the tensor-core update's nine-CTA instances): the per-warp dot products lie over the
+// staged x_j instead, whose last reads (output terms, A fragments) come before the barrier that
+// precedes the stream, whose tiles write the dot products. That is what lets nano's CTA (R = 17,
+// p_chunk = 80: 25040 -> 23760 bytes) fit nine per SM.
 struct ReplaySmem {
   int x, ldx, delta, weight, bc, dot, hterm, decay, zeros, c_mma, b_f32, b_raw, ldb, x_raw, total;
   __host__ __device__ ReplaySmem(int R, int p_chunk, int N, int act_bytes, bool b_copy, int rows_per_iter,
-                                 int mma_warps = 0) {
+                                 int mma_warps = 0, bool dot_over_x = false) {
     const bool mma = mma_warps > 0;
+    const int dot_floats = (mma ? mma_warps : 1) * p_chunk;
     ldx = grouped_table_rows(p_chunk, rows_per_iter);
     ldb = mma ? ldmatrix_row_stride(N) : N;
     x = 0;
@@ -65,14 +70,16 @@ struct ReplaySmem {
     weight = delta + R;
     bc = weight + R;
     dot = bc + R;
-    hterm = dot + (mma ? mma_warps : 1) * p_chunk;
+    hterm = dot + (dot_over_x ? 0 : dot_floats);
     decay = hterm + p_chunk;
     zeros = floats_for(decay + 1, 4);
     c_mma = zeros + (mma ? 4 : 0);  // the tensor-core stream's C in fp32 (ReplayMmaStream::store_c)
     b_f32 = c_mma + (mma ? N : 0);
     b_raw = b_f32 + (b_copy ? R * N : 0);
     x_raw = b_raw + floats_for(R * ldb, act_bytes);
-    total = x_raw + floats_for(R * p_chunk, act_bytes);
+    const int x_raw_floats = floats_for(R * p_chunk, act_bytes);
+    if (dot_over_x) dot = x_raw;
+    total = x_raw + (dot_over_x && dot_floats > x_raw_floats ? dot_floats : x_raw_floats);
   }
 };
 
@@ -85,6 +92,9 @@ struct ReplaySmem {
 #define REPLAYSSM_M2_REPLAY_MIN_CTAS 8
 #endif
 constexpr int kReplayMinCtas = REPLAYSSM_M2_REPLAY_MIN_CTAS;
+// The tensor-core update's second bound (its kNineCtas instances, taken where nine CTAs fit by
+// shared memory: replay_mma_nine_choice): 56 registers and no spill on sm_90a (63 at kReplayMinCtas).
+constexpr int kReplayMmaNineCtas = 9;
 
 // Whether a launch's fold reads B_j from the fp32 copy (fold_b_copy_pays at kReplayMinCtas CTAs
 // per SM). A kernel template argument rather than a run-time branch: both rank updates inlined in
@@ -106,9 +116,13 @@ inline constexpr bool kReplayStreamFirstBuilt = sizeof(St) == 4;
 // are all such; the entries-first ones are built both ways for the kReplayStreamFirstBuilt dtypes.
 // kMmaUpdate: the rank update on tensor cores (replay_mma.cuh), for the state-and-output route's
 // launches only (the launcher's replay_mma_choice): every row forms its state there.
+// kNineCtas (kMmaUpdate only): bounded for kReplayMmaNineCtas CTAs per SM, with the dot products
+// over the staged x_j (ReplaySmem's dot_over_x).
 template <typename Act, typename St, int N, int kWarps, bool kBCopy, bool kStreamFirst, bool kAlignedView,
-          bool kMmaUpdate = false>
-__global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
+          bool kMmaUpdate = false, bool kNineCtas = false>
+__global__ void __launch_bounds__(kWarps * 32, kNineCtas ? kReplayMmaNineCtas : kReplayMinCtas)
+    mamba2_replay_kernel(const ReplayParams p, const int p_chunk) {
+  static_assert(!kNineCtas || kMmaUpdate, "the nine-CTA bound is built for the tensor-core update only");
   static_assert(!kStreamFirst || kAlignedView, "the stream-first instances are built for aligned views");
   static_assert(!kMmaUpdate || (kReplayMma<Act, St, N, kWarps> && kAlignedView && !kStreamFirst && !kBCopy),
                 "the tensor-core update is built for aligned fp32 views, bf16 activations, entries first");
@@ -226,7 +240,7 @@ __global__ void __launch_bounds__(kWarps * 32, kReplayMinCtas) mamba2_replay_ker
   if (hist < 0 || start < 0 || start >= R || hist + (decode ? 1 : 0) > R) return;
   if (!decode && hist == 0) return;  // nothing to fold
 
-  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy, kRowsPerIter, kMmaUpdate ? kWarps : 0);
+  const ReplaySmem lay(R, p_chunk, N, sizeof(Act), kBCopy, kRowsPerIter, kMmaUpdate ? kWarps : 0, kNineCtas);
   float* const x_s = smem + lay.x;
   float* const delta_s = smem + lay.delta;
   float* const weight_s = smem + lay.weight;
