@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Kept as session 63 ran it, as docs/prepared/m2-so-nine-ctas.sh on main 5047c08 (the patch it
+# applies is this folder's merged-m2-so-nine-ctas.patch); it runs from there: check out 5047c08.
 # docs/prepared/m2-so-nine-ctas.patch (session 58): one GPU call from the repository root of main with
 # ab_base prepared from main (`scripts/ab_bench.sh --prepare HEAD`, carry ".whl" and "ab_base") and
 # the patch NOT applied:

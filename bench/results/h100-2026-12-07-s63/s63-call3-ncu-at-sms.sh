@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Kept as session 63 ran it, as docs/prepared/ncu-at-sms.sh on main 5047c08; it runs from there, so to
+# repeat it check out 5047c08. In session 63 its Mamba-2 kernels were call 2's patched build (README).
 # Session 58, prepared, not run: where the two H200-bound routes lose their time when each SM has an
 # H200's share of the bandwidth. One GPU call on an H100 from the repository root of main (carry
 # ".whl"):

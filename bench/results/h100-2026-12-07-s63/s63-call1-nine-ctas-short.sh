@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Kept as session 63 ran it, as docs/prepared/m2-so-nine-ctas-short.sh on main 5047c08 (the patch
+# it applies is this folder's merged-m2-so-nine-ctas.patch); it runs from there: check out 5047c08.
 # docs/prepared/m2-so-nine-ctas.patch's A/B cut to fit a call of ~7 minutes (session 59: the device
 # budget left after repeated failed machine starts could not hold m2-so-nine-ctas.sh's ~9). One GPU
 # call from the repository root of main with ab_base prepared from main (carry ".whl", "ab_base") and

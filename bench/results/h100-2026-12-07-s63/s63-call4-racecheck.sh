@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# Session 63, call 4, as run (one command line from the repository root of main 5047c08, carry ".whl"):
+# the nine-CTA patch applied and built, then the racecheck that call 2 ran out of time for.
+git apply bench/results/h100-2026-12-07-s63/merged-m2-so-nine-ctas.patch && source scripts/device_env.sh && export REPLAYSSM_FAMILIES=mamba2 && (timeout 200 python3 setup.py build_ext --inplace > $OUT/build.log 2>&1; echo build rc=$? [$SECONDS s]) && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((540 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_mamba2_cuda.py -k "test_decode_update_tensor_cores_steep_decay or (test_decode_update_forms and tensor_cores and (nano or super))" > $OUT/racecheck.log 2>&1; echo racecheck rc=$? [$SECONDS s]; grep -E "SUMMARY|passed|failed" $OUT/racecheck.log
