@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# docs/prepared/m2-so-dot-pairs.patch (session 63): one GPU call from the repository root of main
+# with ab_base prepared from main (`scripts/ab_bench.sh --prepare HEAD`, carry ".whl" and "ab_base")
+# and the patch NOT applied:
+#   bash docs/prepared/m2-so-dot-pairs.sh
+# It applies the patch (the state-and-output route's tensor-core stream sums each row's four lanes
+# in pairs by one shuffle, not two, and leaves two partials per warp and row in shared memory: one
+# shuffle and one add fewer per row pair and tile; nano's nine-CTA layout keeps its 23760 bytes),
+# then, against main (ab_bench): all SMs at batch 1 / 256, B = 16 / 32; 96 SMs at batch 256, B = 16 /
+# 32; 80 SMs at batch 256, B = 16 (session 63's profile there: issue slots 77 % busy, short-scoreboard
+# stalls first). On an H200 the whole device twice instead, both routes (the target's ratio). Then
+# the tensor-core update's GPU tests and racecheck on them. ~8 minutes. QUICK=1: batch 256 only, no
+# racecheck, ~5 minutes.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
+git apply --check docs/prepared/m2-so-dot-pairs.patch 2>/dev/null && git apply docs/prepared/m2-so-dot-pairs.patch
+git diff --quiet -- csrc && { echo "patch not applied"; exit 1; }
+export REPLAYSSM_FAMILIES=mamba2 BUILD_TIMEOUT=300 BENCH_TIMEOUT=150
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+ROOT=$OUT
+ab() {  # folder, benchmark args...
+  local dir=$1; shift
+  OUT=$ROOT/$dir AB_KEEP_BASE=${keep:-0} scripts/ab_bench.sh --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
+    --routes state_and_output "$@" > "$ROOT/$dir.txt" 2>&1
+  echo "$dir rc=$? [$((SECONDS - t0)) s]"; grep -E 'FAILED|^gates' "$ROOT/$dir.txt" | cut -c1-160
+  grep -E '^m2_(so|oo)_(cycle|nonflush|flush) ' "$ROOT/$dir.txt"
+}
+batches=1,256
+[[ ${QUICK:-0} == 1 ]] && batches=256
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  keep=0 ab all -B 16,32 --batches "$batches" --budget-s 60 --routes output_only,state_and_output
+  keep=1 ab all2 -B 16 --batches 256 --budget-s 60 --routes output_only,state_and_output
+else
+  keep=0 ab all -B 16,32 --batches "$batches" --budget-s 60
+  keep=1 ab sms96 -B 16,32 --batches 256 --budget-s 60 --sms 96
+  keep=1 ab sms80 -B 16 --batches 256 --budget-s 60 --sms 80
+fi
+# The tests run on the tree's in-place build, which ab_bench made.
+tests="update_forms or nine or steep_decay or launcher_choice or whole_heads or bit_identical or mma_override"
+timeout $((560 - SECONDS)) python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -p no:cacheprovider -k "$tests" \
+  > "$ROOT/tests.log" 2>&1
+echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$ROOT/tests.log" | head; tail -n 1 "$ROOT/tests.log"
+if [[ ${QUICK:-0} != 1 ]]; then
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
+    --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_mamba2_cuda.py \
+    -k "test_decode_update_tensor_cores_steep_decay or (test_decode_update_forms and tensor_cores_nine and (nano or super))" \
+    > "$ROOT/racecheck.log" 2>&1
+  echo "racecheck rc=$? [$((SECONDS - t0)) s]"; grep -E "RACECHECK SUMMARY|passed|failed" "$ROOT/racecheck.log"
+fi
+cd "$ROOT" && tar -czf runs.tgz --exclude='*.png' all all2 sms96 sms80 2>/dev/null && rm -rf all all2 sms96 sms80
