@@ -135,20 +135,32 @@ def test_decode_stream_order_whole_heads(order, monkeypatch):
     run_checked(Mamba2(geo), cfg)
 
 
+def _decode_steps_under(variable, values, make_args, monkeypatch):
+    """One mamba2_decode call on make_args() per value of the launch override `variable`: the calls'
+    arguments as written (outputs and caches), after a synchronize."""
+    results = []
+    for value in values:
+        monkeypatch.setenv(variable, value)
+        args = make_args()
+        call_op("mamba2_decode", args)
+        results.append(args)
+    torch.cuda.synchronize()
+    return results
+
+
+def _assert_steps_bit_identical(results, what):
+    assert not torch.isnan(results[0]["out"].float()).any()
+    for n in ("out", "state", "ring_x", "ring_B", "ring_dt"):
+        assert same_bytes(results[0][n], results[1][n]), f"{n} differs between {what}"
+
+
 def test_decode_stream_orders_bit_identical(monkeypatch):
     """Both stream orders compute the same products in the same order: one output-only decode step
     (a non-flush row mid-history, a flushing row, a padding row) gives bit-identical outputs, rings
     and checkpoints."""
-    results = []
-    for value in ("1", "0"):
-        monkeypatch.setenv("REPLAYSSM_M2_DECODE_STREAM_FIRST", value)
-        args = valid_args("mamba2_decode", device="cuda", seed=5)
-        call_op("mamba2_decode", args)
-        results.append({n: args[n] for n in ("out", "state", "ring_x", "ring_B", "ring_dt")})
-    torch.cuda.synchronize()
-    assert not torch.isnan(results[0]["out"].float()).any()
-    for n in results[0]:
-        assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the stream orders"
+    results = _decode_steps_under("REPLAYSSM_M2_DECODE_STREAM_FIRST", ("1", "0"),
+                                  lambda: valid_args("mamba2_decode", device="cuda", seed=5), monkeypatch)
+    _assert_steps_bit_identical(results, "the stream orders")
 
 
 @pytest.mark.parametrize("op,route", [("mamba2_decode", "output_only"), ("mamba2_decode", "state_and_output"),
@@ -255,15 +267,13 @@ def test_decode_warp_rows_rings_bit_identical(monkeypatch):
     folds a flushing row in its own order, so the checkpoints agree within a few fp32 units in the
     last place (the recurrence tests bound both against the truth), and the outputs, summed in
     another order on every row, within a few bf16 units."""
-    results = []
-    for value in ("1", "0"):
-        monkeypatch.setenv("REPLAYSSM_M2_DECODE_WARP_ROWS", value)
+    def make_args():
         args = valid_args("mamba2_decode", device="cuda", seed=7)
         _dstate_128(args)
         args["route"] = "output_only"
-        call_op("mamba2_decode", args)
-        results.append(args)
-    torch.cuda.synchronize()
+        return args
+
+    results = _decode_steps_under("REPLAYSSM_M2_DECODE_WARP_ROWS", ("1", "0"), make_args, monkeypatch)
     for n in ("ring_x", "ring_B", "ring_dt"):
         assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the two kernels"
     torch.testing.assert_close(results[0]["state"], results[1]["state"], rtol=2 ** -18, atol=1e-6)
@@ -435,19 +445,15 @@ def test_decode_update_nine_ctas_bit_identical(monkeypatch):
     """The tensor-core update's two instances (eight- and nine-CTA bound) differ only in where the
     per-warp dot products lie in shared memory: one state-and-output decode step (a non-flush row
     mid-history, a flushing row, a padding row) gives bit-identical outputs, rings and checkpoints."""
-    results = []
-    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1")
-    for value in ("0", "1"):
-        monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA_NINE", value)
+    def make_args():
         args = valid_args("mamba2_decode", device="cuda", act=torch.bfloat16, state_dtype=torch.float32, seed=7)
         _dstate_128(args)
         args["route"] = "state_and_output"
-        call_op("mamba2_decode", args)
-        results.append({n: args[n] for n in ("out", "state", "ring_x", "ring_B", "ring_dt")})
-    torch.cuda.synchronize()
-    assert not torch.isnan(results[0]["out"].float()).any()
-    for n in results[0]:
-        assert same_bytes(results[0][n], results[1][n]), f"{n} differs between the eight- and nine-CTA instances"
+        return args
+
+    monkeypatch.setenv("REPLAYSSM_M2_DECODE_MMA", "1")
+    results = _decode_steps_under("REPLAYSSM_M2_DECODE_MMA_NINE", ("0", "1"), make_args, monkeypatch)
+    _assert_steps_bit_identical(results, "the eight- and nine-CTA instances")
 
 
 NINE_NOT_TAKEN = "REPLAYSSM_M2_DECODE_MMA_NINE=1: the nine-CTA bound is built for the tensor-core update only"

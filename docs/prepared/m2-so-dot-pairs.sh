@@ -17,12 +17,9 @@ git diff --quiet -- csrc && { echo "patch not applied"; exit 1; }
 export REPLAYSSM_FAMILIES=mamba2 BUILD_TIMEOUT=300 BENCH_TIMEOUT=150
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 ROOT=$OUT
-ab() {  # folder, benchmark args...
-  local dir=$1; shift
-  OUT=$ROOT/$dir AB_KEEP_BASE=${keep:-0} scripts/ab_bench.sh --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
-    --routes state_and_output "$@" > "$ROOT/$dir.txt" 2>&1
-  echo "$dir rc=$? [$((SECONDS - t0)) s]"; grep -E 'FAILED|^gates' "$ROOT/$dir.txt" | cut -c1-160
-  grep -E '^m2_(so|oo)_(cycle|nonflush|flush) ' "$ROOT/$dir.txt"
+ab() {  # folder, benchmark args...: the Mamba-2 section, nano / super, the state-and-output route unless given
+  AB_KEEP_BASE=${keep:-0} ab_compare "$1" --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
+    --routes state_and_output "${@:2}"
 }
 batches=1,256
 [[ ${QUICK:-0} == 1 ]] && batches=256

@@ -51,31 +51,27 @@ inline const char* launch_status() {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-// SM count of the current device (cached per device). Only launch shapes depend on it, so a
-// failed query falls back to an H200's 132 rather than failing the launch.
-inline int num_sms() {
+// An integer attribute of the current device, cached per device (the first 64): `fallback` where
+// the query fails or gives no positive value, which is not cached.
+template <cudaDeviceAttr kAttr>
+inline int device_attribute(int fallback) {
   static int cached[64] = {};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return fallback;
   if (dev < 64 && cached[dev] > 0) return cached[dev];
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
-  if (dev < 64) cached[dev] = sms;
-  return sms;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, kAttr, dev) != cudaSuccess || value <= 0) return fallback;
+  if (dev < 64) cached[dev] = value;
+  return value;
 }
 
-// Compute capability major of the current device (cached per device): 9 for H100 / H200, 10 for
-// B200. Only kernel choices depend on it (a bound measured on one architecture), so a failed query
-// reads as 0, which no such choice takes.
-inline int device_cc_major() {
-  static int cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-  if (dev < 64 && cached[dev] > 0) return cached[dev];
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major <= 0) return 0;
-  if (dev < 64) cached[dev] = major;
-  return major;
-}
+// SM count of the current device. Only launch shapes depend on it, so a failed query falls back
+// to an H200's 132 rather than failing the launch.
+inline int num_sms() { return device_attribute<cudaDevAttrMultiProcessorCount>(132); }
+
+// Compute capability major of the current device: 9 for H100 / H200, 10 for B200. Only kernel
+// choices depend on it (a bound measured on one architecture), so a failed query reads as 0,
+// which no such choice takes.
+inline int device_cc_major() { return device_attribute<cudaDevAttrComputeCapabilityMajor>(0); }
 
 }  // namespace replayssm
