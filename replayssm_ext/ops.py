@@ -158,6 +158,10 @@ def mamba2_decode(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     significant bits, below the output's bf16 rounding);
     ``REPLAYSSM_M2_DECODE_MMA`` (``0`` or ``1``, read at every launch) forces either update, and
     ``1`` raises where the tensor-core update is not built (docs/contract.md, "Launch overrides").
+    On sm_90 devices the tensor-core update runs nine CTAs per SM where nine fit by shared memory
+    (``B`` = 16, the small batches) and eight otherwise, bit-identical either way;
+    ``REPLAYSSM_M2_DECODE_MMA_NINE`` (``0`` or ``1``) forces either, and ``1`` raises on a launch
+    without the tensor-core update.
     On the output-only route with an fp32 checkpoint, ``N`` = 128, 16-byte aligned ``state`` and
     ring views and a ring of at most 31 entries, at the small batches that split each head into
     chunks of at most 16 rows, the rows form their outputs per warp from registers, their ring
