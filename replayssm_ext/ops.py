@@ -399,8 +399,10 @@ def gdn_spec_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.
     ``REPLAYSSM_GDN_SPEC_REGS`` (``0`` or ``1``, read at every launch) forces the stage buffers or
     the register stream for measurements and tests, and ``1`` raises where the register stream is
     not built; results agree up to rounding either way. The pairs at ``T`` 3..4 also ask L2 for
-    the next state chunk ahead of its stage copy; ``REPLAYSSM_GDN_L2`` (a count of chunks from 0 to 8) overrides that lead for
-    measurements, with bit-identical results, and raises on a launch that takes the register stream.
+    state chunks ahead of their stage copies: two ahead where the device's peak DRAM bandwidth per
+    SM is above 30 GB/s (an H200), else one (an H100 SXM). ``REPLAYSSM_GDN_L2`` (a count of chunks
+    from 0 to 8) overrides that lead for measurements, with bit-identical results, and raises on a
+    launch that takes the register stream.
     The register stream is built twice, bounded for 4 and for 5 CTAs per SM (128 and 96 registers);
     the launcher takes the 5-CTA instance where the grid needs more than four waves of 4 CTAs per SM.
     ``REPLAYSSM_GDN_SPEC_REG_CTAS`` (4 or 5, read at every launch) forces one for measurements and

@@ -10,7 +10,8 @@
 #      nano T = 8 at 256, snapshots side by side (nano 420, super 390, nano T = 8 540 us);
 #   3. issue 5: Qwen3.5-4B T = 4 at batch 256 with main's L2 lead (2) and with REPLAYSSM_GDN_L2 = 1,
 #      twice in alternation: the <= 200 us row, and the H200 A/B of session 57's lead that no session
-#      has made (docs/prepared/gdn-l2-lead-by-bandwidth.patch keeps or drops by it).
+#      has made (session 64's rule takes 2 on an H200 by its bandwidth per SM; if 1 wins here, the
+#      rule's 30 GB/s threshold moves above the H200's ~37).
 # On an H100 it runs the same and says so: the rows are then not the targets' own. ~8 minutes.
 # QUICK=1 (for a budget worn down by failed machine starts, session 60): batch 256 only, the
 # Mamba-2 decode routes and one GDN lead pair, no Mamba-2 spec rows; ~4-5 minutes.

@@ -74,4 +74,14 @@ inline int num_sms() { return device_attribute<cudaDevAttrMultiProcessorCount>(1
 // which no such choice takes.
 inline int device_cc_major() { return device_attribute<cudaDevAttrComputeCapabilityMajor>(0); }
 
+// Peak DRAM bandwidth per SM of the current device in GB/s: two transfers per
+// memory clock over the bus width, shared by the SMs. A prefetch distance that pays where each SM
+// must keep more bytes in flight depends on it (H100 SXM: 3.35 TB/s over 132 SMs, ~25; H200: 4.9 TB/s
+// over 132, ~37). A failed query gives 0, which keeps the smaller choices.
+inline double dram_gbps_per_sm() {
+  const int mem_khz = device_attribute<cudaDevAttrMemoryClockRate>(0);
+  const int bus_bits = device_attribute<cudaDevAttrGlobalMemoryBusWidth>(0);
+  return mem_khz > 0 && bus_bits > 0 ? 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9 / num_sms() : 0.0;
+}
+
 }  // namespace replayssm

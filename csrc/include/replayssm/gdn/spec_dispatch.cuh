@@ -157,10 +157,14 @@ struct WindowLauncher {
     // H200 T = 4 263 -> 237 us), and at an H200's bandwidth per SM its T = 4 pairs now gain from a
     // lead of 2 (session 57, an H100 on 96 of its 132 SMs, the benchmark's --sms 96, batch 256:
     // Qwen3.5-4B 309.9 -> 298.1 us, 122B 592.2 -> 570.6; on all 132 SMs 279.9 -> 281.2 and 532.2 ->
-    // 534.9, batch 1 / 64 level). The snapshot baseline's pairs keep 1: lead 2 cost them 1.3 % on
-    // both. REPLAYSSM_GDN_L2 (a count of chunks, read at every launch) overrides it for
-    // measurements; a value that is not a count from 0 to 8 raises.
-    p.l2_lead_chunks = heads == 2 && kT == 4 ? (kSpec ? 2 : 1) : 0;
+    // 534.9, batch 1 / 64 level). So the lead is 2 where each SM has more than an H100 SXM's share of
+    // the bandwidth (kLeadTwoGbpsPerSm: the H100's ~25 GB/s per SM keeps 1, the H200's ~37 takes 2).
+    // The snapshot baseline's pairs keep 1: lead 2 cost them 1.3 % on both. REPLAYSSM_GDN_L2 (a
+    // count of chunks, read at every launch) overrides it for measurements, also on an H100 confined
+    // to fewer SMs (--sms), whose launches still read the whole device's SM count; a value that is
+    // not a count from 0 to 8 raises.
+    constexpr double kLeadTwoGbpsPerSm = 30.0;
+    p.l2_lead_chunks = heads == 2 && kT == 4 ? (kSpec && dram_gbps_per_sm() > kLeadTwoGbpsPerSm ? 2 : 1) : 0;
     if (const char* err = env_count_override("REPLAYSSM_GDN_L2", 8,
                                              "REPLAYSSM_GDN_L2 must be a count of chunks from 0 to 8", &p.l2_lead_chunks))
       return err;
