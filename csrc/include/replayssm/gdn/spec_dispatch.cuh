@@ -158,7 +158,10 @@ struct WindowLauncher {
     // lead of 2 (session 57, an H100 on 96 of its 132 SMs, the benchmark's --sms 96, batch 256:
     // Qwen3.5-4B 309.9 -> 298.1 us, 122B 592.2 -> 570.6; on all 132 SMs 279.9 -> 281.2 and 532.2 ->
     // 534.9, batch 1 / 64 level). So the lead is 2 where each SM has more than an H100 SXM's share of
-    // the bandwidth (kLeadTwoGbpsPerSm: the H100's ~25 GB/s per SM keeps 1, the H200's ~37 takes 2).
+    // the bandwidth (kLeadTwoGbpsPerSm: the H100's ~25 GB/s per SM keeps 1, the H200's ~37 takes 2;
+    // session 64, an H100, this rule against lead 2, batch 256 / 512: Qwen3.5-4B 276.7 -> 275.8 /
+    // 534.0 -> 530.5 us, 122B 526.6 -> 524.2 / 1033.5 -> 1024.6; lead 2 against 1 is not measured on
+    // an H200).
     // The snapshot baseline's pairs keep 1: lead 2 cost them 1.3 % on both. REPLAYSSM_GDN_L2 (a
     // count of chunks, read at every launch) overrides it for measurements, also on an H100 confined
     // to fewer SMs (--sms), whose launches still read the whole device's SM count; a value that is
