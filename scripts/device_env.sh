@@ -19,3 +19,25 @@ ab_compare() {
   echo "$dir rc=$? [$((SECONDS - t0)) s]"; grep -E 'FAILED|^gates' "$OUT/$dir.txt" | cut -c1-160
   grep -E "${AB_ROWS:-^m2_(so|oo)_(cycle|nonflush|flush) }" "$OUT/$dir.txt"
 }
+
+# m2_so_ab_sweep: the A/B of a Mamba-2 decode change against ab_base as sessions 63-64 ran it, into
+# $OUT/{all,all2,sms96,sms80}. Nano and super, the state-and-output route. On an H100: all SMs at
+# batch 1 / 256 (QUICK=1: 256) with B = 16 / 32, then 96 SMs (B = 16 / 32) and 80 SMs (B = 16) at
+# batch 256, the H200's bandwidth per SM and below. On an H200: the whole device twice, both routes
+# (the state-and-output target is their ratio).
+m2_so_ab_sweep() {
+  local batches=1,256
+  [[ ${QUICK:-0} == 1 ]] && batches=256
+  _m2_ab() {  # keep the base build, folder, benchmark args...
+    AB_KEEP_BASE=$1 ab_compare "$2" --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
+      --routes state_and_output "${@:3}"
+  }
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    _m2_ab 0 all -B 16,32 --batches "$batches" --budget-s 60 --routes output_only,state_and_output
+    _m2_ab 1 all2 -B 16 --batches 256 --budget-s 60 --routes output_only,state_and_output
+  else
+    _m2_ab 0 all -B 16,32 --batches "$batches" --budget-s 60
+    _m2_ab 1 sms96 -B 16,32 --batches 256 --budget-s 60 --sms 96
+    _m2_ab 1 sms80 -B 16 --batches 256 --budget-s 60 --sms 80
+  fi
+}

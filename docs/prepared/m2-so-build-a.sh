@@ -18,20 +18,7 @@ git diff --quiet -- csrc && { echo "patch not applied"; exit 1; }
 export REPLAYSSM_FAMILIES=mamba2 BUILD_TIMEOUT=300 BENCH_TIMEOUT=150
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 ROOT=$OUT
-ab() {  # folder, benchmark args...: the Mamba-2 section, nano / super, the state-and-output route unless given
-  AB_KEEP_BASE=${keep:-0} ab_compare "$1" --sections m2 --geometries nemotron3-nano-4b,nemotron3-super-120b \
-    --routes state_and_output "${@:2}"
-}
-batches=1,256
-[[ ${QUICK:-0} == 1 ]] && batches=256
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  keep=0 ab all -B 16,32 --batches "$batches" --budget-s 60 --routes output_only,state_and_output
-  keep=1 ab all2 -B 16 --batches 256 --budget-s 60 --routes output_only,state_and_output
-else
-  keep=0 ab all -B 16,32 --batches "$batches" --budget-s 60
-  keep=1 ab sms96 -B 16,32 --batches 256 --budget-s 60 --sms 96
-  keep=1 ab sms80 -B 16 --batches 256 --budget-s 60 --sms 80
-fi
+m2_so_ab_sweep  # scripts/device_env.sh
 # The tests run on the tree's in-place build, which ab_bench made: the whole Mamba-2 GPU file (every
 # state-and-output form: flush rows' three terms, B = 32's two k-steps, split P at small batch).
 timeout $((500 - SECONDS)) python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -p no:cacheprovider \
