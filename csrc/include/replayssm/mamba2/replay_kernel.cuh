@@ -401,7 +401,12 @@ __global__ void __launch_bounds__(kWarps * 32, kNineCtas ? kReplayMmaNineCtas : 
       hterm_s[pl] = ht;
     }
     if constexpr (kMmaUpdate) {
-      replay_mma_build_a<kThreads>(reinterpret_cast<uint32_t*>(x_s), weight_s, x_raw, p_chunk, plen, n_upd, tid);
+      uint32_t* const a_frag = reinterpret_cast<uint32_t*>(x_s);
+      if (flush && hist > 0) {  // write_state (below): the stored fold reads all three terms
+        replay_mma_build_a<kThreads, 3>(a_frag, weight_s, x_raw, p_chunk, plen, n_upd, tid);
+      } else {
+        replay_mma_build_a<kThreads, 2>(a_frag, weight_s, x_raw, p_chunk, plen, n_upd, tid);
+      }
       if (tid < 4) smem[lay.zeros + tid] = 0.f;
     } else {
       // The last iteration's rows past plen are read with the others (one load per entry): zeros.

@@ -56,28 +56,46 @@ __host__ __device__ inline int replay_mma_a_words(int R, int p_chunk) {
 // The A fragments of X[p][j] = weight[j] * x_raw[j * p_chunk + p] (zero for p >= plen or
 // j >= n_upd): word ((tile * ksteps + ks) * 3 + term) * 128 + lane * 4 + m is register m of lane
 // (4 g + t) for rows tile * 16 + g (+ 8 for odd m) and entries 16 ks + 2t (+ 8 for m >= 2), +1.
-// Each of the kThreads (one per word of a (tile, k-step) block) writes its word of every block, so
-// its row and entry offsets are set once.
-template <int kThreads>
+// Each of the kThreads (one per word of a (tile, k-step) block) writes its word of every block.
+// kTerms: the terms run_tiles reads, 3 where the tile is stored (a flush row's fold), else 2 (the
+// third is then neither formed nor written).
+// Why k-steps outside the tiles, with the entries' weights and x rows set up once per k-step and
+// the packed splits: with tiles outside, ptxas formed every block's entry offsets, bounds tests
+// and weight loads again and went through __nv_bfloat162 for the splits, ~60 instructions per block
+// and thread; at nano's five tiles that was ~17 % of the state-and-output non-flush step's
+// instructions (ncu, session 63's profile at 80 SMs, read in session 64). The words are the same
+// bit for bit (split_bf16x2_packed's two terms are split_bf16x3_packed's first two).
+template <int kThreads, int kTerms>
 __device__ __forceinline__ void replay_mma_build_a(uint32_t* a_frag, const float* weight, const __nv_bfloat16* x_raw,
                                                    int p_chunk, int plen, int n_upd, int tid) {
   static_assert(kThreads == 128, "one thread per word of a (tile, k-step) block of the A fragments");
+  static_assert(kTerms == 2 || kTerms == 3, "two or three bf16 terms per fp32 product");
   const int m = tid & 3, lane = tid >> 2;
   const int row = (lane >> 2) + 8 * (m & 1), k = 2 * (lane & 3) + 8 * (m >> 1);
   const int ksteps = (n_upd + 15) / 16;
-  uint32_t* dst = a_frag + lane * 4 + m;
-  for (int m0 = 0; m0 < plen; m0 += kMmaTileRows) {
-    const int pl = m0 + row;
-    for (int ks = 0; ks < ksteps; ++ks, dst += kMmaAFragWords) {
-      const int j = 16 * ks + k;
+  const int block_stride = ksteps * kMmaAFragWords;  // from one tile's block to the next's
+  for (int ks = 0; ks < ksteps; ++ks) {
+    const int j = 16 * ks + k;
+    // Entries past n_upd contribute zeros; their staged rows may lie past the ring's section.
+    const bool has0 = j < n_upd, has1 = j + 1 < n_upd;
+    const float w0 = has0 ? weight[j] : 0.f, w1 = has1 ? weight[j + 1] : 0.f;
+    // x_j at this thread's row of the tile (x_{j+1} one staged row further), stepped by a tile per
+    // iteration: indexed as j * p_chunk + p at every tile, the loop kept 31 SASS instructions per
+    // tile; stepped, ptxas unrolls it by four at ~22 (sm_90a).
+    const __nv_bfloat16* x_row = x_raw + j * p_chunk + row;
+    uint32_t* dst = a_frag + ks * kMmaAFragWords + lane * 4 + m;
+    for (int rows_left = plen - row; rows_left > -row;
+         rows_left -= kMmaTileRows, x_row += kMmaTileRows, dst += block_stride) {
       float v0 = 0.f, v1 = 0.f;
-      if (pl < plen) {
-        if (j < n_upd) v0 = weight[j] * __bfloat162float(x_raw[j * p_chunk + pl]);
-        if (j + 1 < n_upd) v1 = weight[j + 1] * __bfloat162float(x_raw[(j + 1) * p_chunk + pl]);
+      if (rows_left > 0) {  // the tile's row m0 + row exists
+        if (has0) v0 = w0 * __bfloat162float(x_row[0]);
+        if (has1) v1 = w1 * __bfloat162float(x_row[p_chunk]);
       }
-      uint32_t hi, mid, lo;
-      split_bf16x3(v0, v1, hi, mid, lo);
-      dst[0] = hi, dst[128] = mid, dst[256] = lo;
+      if constexpr (kTerms == 3) {
+        split_bf16x3_packed(v0, v1, dst[0], dst[128], dst[256]);
+      } else {
+        split_bf16x2_packed(v0, v1, dst[0], dst[128]);
+      }
     }
   }
 }
