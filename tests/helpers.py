@@ -817,6 +817,31 @@ def call_op(op: str, args: Dict[str, object]):
     return getattr(torch.ops.replayssm, op)(*args.values())
 
 
+def with_ring_len(args: Dict[str, object], ring_names, R: int) -> Dict[str, object]:
+    """`args` (a valid_args dict) with the ring tensors `ring_names`, whose third dimension is the
+    ring, replaced by random ones of R entries on the same device and dtype."""
+    out = dict(args)
+    for name in ring_names:
+        shape = list(args[name].shape)
+        shape[2] = R
+        out[name] = torch.randn(shape, device=args[name].device).to(args[name].dtype)
+    return out
+
+
+def assert_refused_writing_nothing(op: str, args: Dict[str, object], message: str):
+    """The op called with `args` by name (schema names, as valid_args gives them) raises a
+    RuntimeError matching `message` and leaves every tensor argument as it was, byte for byte."""
+    import pytest
+
+    tensors = {n: v for n, v in args.items() if isinstance(v, torch.Tensor)}
+    before = {n: v.clone() for n, v in tensors.items()}
+    with pytest.raises(RuntimeError, match=message):
+        getattr(torch.ops.replayssm, op)(**args)
+    if any(v.is_cuda for v in tensors.values()):
+        torch.cuda.synchronize()
+    for n, v in tensors.items():
+        assert same_bytes(v, before[n]), f"{op}: a refused call wrote {n}"
+
 _ERROR_LINES_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})

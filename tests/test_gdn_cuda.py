@@ -197,12 +197,7 @@ def _spec_args(device, g=SMALL, R=9, batch=3, slots=5, T=2, act=torch.bfloat16):
 
 def _spec_raises_writing_nothing(args, message):
     """gdn_spec_verify(**args) raises a RuntimeError matching `message` and writes no tensor argument."""
-    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
-    with pytest.raises(RuntimeError, match=f"gdn_spec_verify: .*{message}"):
-        torch.ops.replayssm.gdn_spec_verify(**args)
-    torch.cuda.synchronize()
-    for k, v in before.items():
-        assert torch.equal(args[k], v), f"{k} was written"
+    helpers.assert_refused_writing_nothing("gdn_spec_verify", args, f"gdn_spec_verify: .*{message}")
 
 
 def _snapshot_args(device, g=SMALL, batch=3, slots=8, T=2, act=torch.bfloat16):
@@ -732,6 +727,22 @@ def test_spec_regs_override_errors(device, monkeypatch):
     # take the register stream (two CTAs per SM would split them in 32-row stage tiles on an H200).
     _spec_raises_writing_nothing(_spec_args(device, g=QWEN4B, batch=4, T=8),
                                  "REPLAYSSM_GDN_L2: this launch takes the register stream")
+
+
+@pytest.mark.parametrize("device", cuda_only("gdn_decode", "gdn_spec_verify"))
+@pytest.mark.parametrize("op", ["gdn_decode", "gdn_spec_verify"])
+def test_ring_too_long_for_shared_memory(device, op):
+    """A ring whose entries one CTA cannot stage (R = 16384 entries at K = V = 64: megabytes of shared
+    memory) is refused before anything launches: the error names ring_len (and max_tokens for the
+    spec verify) with its value and K, the bytes one CTA needs and the device's per-block limit, and
+    no tensor argument is written."""
+    R = 16384
+    args = helpers.with_ring_len(helpers.valid_args(op, device=device), ("ring_u", "ring_k", "ring_g"), R)
+    sizes = (rf"max_tokens = {args['max_tokens']} with K = 64, or ring_len R = {R}, too large for the history, "
+             rf"window and state tiles of one CTA" if op == "gdn_spec_verify"
+             else rf"ring_len R = {R} with K = 64 too large for the history and k_j tiles of one CTA")
+    helpers.assert_refused_writing_nothing(
+        op, args, rf"{op}: .*{sizes}: one CTA needs \d+ bytes of shared memory, the device allows \d+ per block")
 
 
 @pytest.mark.parametrize("device", cuda_only("gdn_spec_verify"))

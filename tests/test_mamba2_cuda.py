@@ -24,8 +24,9 @@ import pytest
 import torch
 
 from conftest import cuda_skip_reason
-from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, call_op, error_lines_per_device, run_checked,
-                     run_state_update, same_bytes, steps_for_cycles, valid_args)
+from helpers import (DTYPES, Mamba2, Mamba2Geo, Sim, SimConfig, assert_refused_writing_nothing, call_op,
+                     error_lines_per_device, run_checked, run_state_update, same_bytes, steps_for_cycles, valid_args,
+                     with_ring_len)
 
 OPS = ("mamba2_decode", "mamba2_flush", "mamba2_state_update", "commit", "reset")
 _SKIP = cuda_skip_reason(OPS)
@@ -205,6 +206,23 @@ def test_decode_stream_first_override_errors(op, route, state, misaligned, value
     args = valid_args(op, device="cuda", state_dtype=state)
     _assert_override_raises(op, args, route, misaligned, "REPLAYSSM_M2_DECODE_STREAM_FIRST", value, message,
                             monkeypatch)
+
+
+@pytest.mark.parametrize("op,route", [("mamba2_decode", "output_only"), ("mamba2_decode", "state_and_output"),
+                                      ("mamba2_flush", None), ("mamba2_spec_verify", None)])
+def test_ring_too_long_for_shared_memory(op, route):
+    """A ring whose entries one CTA cannot stage (R = 16384 entries at P = N = 8: over a megabyte of
+    shared memory) is refused before anything launches: the error names R (and max_tokens for the
+    spec verify) with its value, the bytes one CTA needs and the device's per-block limit, and no
+    tensor argument is written."""
+    R = 16384
+    args = with_ring_len(valid_args(op, device="cuda"), ("ring_x", "ring_B", "ring_dt"), R)
+    if route is not None:
+        args["route"] = route
+    tokens = rf" and max_tokens = {args['max_tokens']}" if op == "mamba2_spec_verify" else ""
+    assert_refused_writing_nothing(
+        op, args, rf"{op}: .*R = {R} ring entries \(ring_x's third dimension\){tokens} with P = 8, N = 8: one CTA "
+                  rf"needs \d+ bytes of shared memory, the device allows \d+ per block")
 
 
 def _assert_override_raises(op, args, route, misaligned, variable, value, message, monkeypatch):

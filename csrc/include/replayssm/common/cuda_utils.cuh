@@ -3,7 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 namespace replayssm {
@@ -52,15 +54,23 @@ inline const char* launch_status() {
 }
 
 // An integer attribute of the current device, cached per device (the first 64): `fallback` where
-// the query fails or gives no positive value, which is not cached.
+// the query fails (its error cleared) or gives no positive value, which is not cached.
 template <cudaDeviceAttr kAttr>
 inline int device_attribute(int fallback) {
   static int cached[64] = {};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return fallback;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return fallback;
+  }
+  if (dev < 0) return fallback;
   if (dev < 64 && cached[dev] > 0) return cached[dev];
   int value = 0;
-  if (cudaDeviceGetAttribute(&value, kAttr, dev) != cudaSuccess || value <= 0) return fallback;
+  if (cudaDeviceGetAttribute(&value, kAttr, dev) != cudaSuccess) {
+    cudaGetLastError();  // the fallback stands for the query: a later launch check must not report it
+    return fallback;
+  }
+  if (value <= 0) return fallback;
   if (dev < 64) cached[dev] = value;
   return value;
 }
@@ -82,6 +92,39 @@ inline double dram_gbps_per_sm() {
   const int mem_khz = device_attribute<cudaDevAttrMemoryClockRate>(0);
   const int bus_bits = device_attribute<cudaDevAttrGlobalMemoryBusWidth>(0);
   return mem_khz > 0 && bus_bits > 0 ? 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) / 1e9 / num_sms() : 0.0;
+}
+
+// The text of a refused launch with numbers in it, formatted (printf style) into a buffer of the
+// calling thread that its next such message overwrites: the op copies it into its exception before
+// it launches anything else.
+template <typename... Values>
+inline const char* launch_message(const char* format, Values... values) {
+  thread_local char text[512];
+  std::snprintf(text, sizeof(text), format, values...);
+  return text;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory per CTA: above the 48 KB every kernel may
+// take, only after a per-kernel opt-in, and never above the device's per-block limit. nullptr, or
+// the error (nothing launched): `sizes_format` and `sizes` say which arguments set the size and
+// their values, then the bytes one CTA needs and the device's limit.
+template <typename Kernel, typename... Sizes>
+inline const char* allow_dynamic_smem(Kernel kernel, size_t bytes, const char* sizes_format, Sizes... sizes) {
+  constexpr size_t kWithoutOptIn = 48 * 1024;
+  if (bytes <= kWithoutOptIn) return nullptr;
+  const int limit = device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(0);
+  const bool fits = limit <= 0 || bytes <= static_cast<size_t>(limit);  // an unknown limit: the opt-in decides
+  if (fits && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) ==
+                  cudaSuccess)
+    return nullptr;
+  cudaGetLastError();  // the refused opt-in is this error, not a later launch's
+  char what[256];
+  std::snprintf(what, sizeof(what), sizes_format, sizes...);
+  if (limit > 0)
+    return launch_message("%s: one CTA needs %zu bytes of shared memory, the device allows %d per block", what, bytes,
+                          limit);
+  return launch_message("%s: one CTA needs %zu bytes of shared memory, more than the device allows per block", what,
+                        bytes);
 }
 
 }  // namespace replayssm

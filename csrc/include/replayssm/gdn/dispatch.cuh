@@ -36,26 +36,17 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
 }
 
 // Launches one of the tiled kernels (grid tiles x HV x batch, kThreads threads, `bytes` of dynamic
-// shared memory; `early` as dependent_launch.cuh says for the site). Above the 48 KB default the
-// kernel must opt in, and the device's opt-in limit is checked first so a too-long ring is an
-// error naming the cause (too_large) rather than a failed launch.
-template <typename Kernel>
+// shared memory; `early` as dependent_launch.cuh says for the site; heads: v-heads per CTA). Shared
+// memory the device cannot give one CTA is an error naming the arguments that set its size
+// (`smem_sizes`, a printf format of `sizes`: allow_dynamic_smem) rather than a failed launch.
+template <typename Kernel, typename... Sizes>
 const char* launch_tiled(Kernel kernel, const GdnParams& p, int tiles, int tile_rows, size_t bytes,
-                         cudaStream_t stream, const char* too_large, int heads = 1,
-                         EarlyLaunch early = EarlyLaunch::kYes) {
-  if (bytes > 48 * 1024) {
-    int dev = 0, optin = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (bytes > static_cast<size_t>(optin)) return too_large;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) !=
-        cudaSuccess)
-      return launch_status();
-  }
+                         cudaStream_t stream, int heads, EarlyLaunch early, const char* smem_sizes, Sizes... sizes) {
+  if (const char* err = allow_dynamic_smem(kernel, bytes, smem_sizes, sizes...)) return err;
   // Grid (tiles, HV, batch): the kernels read their indices without dividing. The ops check batch
   // and HV against the 65535 limit of the y and z extents with the actual values.
   if (p.batch > 65535 || p.HV > 65535) return "batch or HV exceeds the CUDA grid limit of 65535";
-  // heads: v-heads per CTA (the window kernel's kHeads; HV is a multiple of it).
+  // HV is a multiple of heads (the window kernel's kHeads).
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(p.HV / heads), static_cast<unsigned>(p.batch));
   return launch_kernel(early, kernel, grid, dim3(kThreads), bytes, stream, p, tiles, tile_rows);
 }
@@ -103,8 +94,8 @@ struct RowsLauncher {
     const SmemLayout lay = smem_layout(p.ring_len, tile_rows, K, static_cast<int>(sizeof(ST)),
                                        static_cast<int>(sizeof(AT)), M != Mode::kStateUpdate);
     return launch_tiled(gdn_rows_kernel<M, K, ST, AT>, p, tiles, tile_rows,
-                        static_cast<size_t>(lay.total) * sizeof(float), stream,
-                        "ring_len too large: the history and k_j tiles of one CTA exceed the shared memory of the device");
+                        static_cast<size_t>(lay.total) * sizeof(float), stream, 1, EarlyLaunch::kYes,
+                        "ring_len R = %d with K = %d too large for the history and k_j tiles of one CTA", p.ring_len, K);
   }
 };
 

@@ -175,27 +175,28 @@ struct WindowLauncher {
       return "REPLAYSSM_GDN_L2: this launch takes the register stream, which has no stage chunks to lead (force the "
              "stage buffers with REPLAYSSM_GDN_SPEC_REGS=0, or set REPLAYSSM_GDN_L2=0)";
     const size_t bytes = static_cast<size_t>(smem_bytes(tile_rows, heads, regs));
-    const char* too_large = kSpec ? "ring_len or max_tokens too large: the history, window and state tiles of one CTA "
-                                    "exceed the shared memory of the device"
-                                  : "max_tokens too large: the window and state tiles of one CTA exceed the shared "
-                                    "memory of the device";
+    // launch_tiled's error where one CTA's shared memory exceeds the device's: the arguments that
+    // set it, (max_tokens, K, ring_len) in that order (the snapshot form has no ring).
+    const char* smem_sizes = kSpec ? "max_tokens = %d with K = %d, or ring_len R = %d, too large for the history, "
+                                     "window and state tiles of one CTA"
+                                   : "max_tokens = %d with K = %d too large for the window and state tiles of one CTA";
     // The snapshot form (the per-draft baseline) launches without overlap: dependent_launch.cuh.
     constexpr EarlyLaunch kEarly = WM == WindowMode::kSnapshotUpdate ? EarlyLaunch::kNo : EarlyLaunch::kYes;
     if constexpr (kRegBuilt) {
       if (regs && reg_ctas == kWindowRegAltCtas)
         return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true, kWindowRegAltCtas>, p, tiles, tile_rows, bytes,
-                            stream, too_large, 1, kEarly);
+                            stream, 1, kEarly, smem_sizes, p.max_tokens, K, p.ring_len);
       if (regs)
-        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true>, p, tiles, tile_rows, bytes, stream, too_large,
-                            1, kEarly);
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1, true>, p, tiles, tile_rows, bytes, stream, 1, kEarly,
+                            smem_sizes, p.max_tokens, K, p.ring_len);
     }
     if constexpr (kSpec && kT <= kMaxPairTokens) {
       if (heads == 2)
-        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 2>, p, tiles, tile_rows, bytes, stream, too_large, 2,
-                            kEarly);
+        return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 2>, p, tiles, tile_rows, bytes, stream, 2, kEarly,
+                            smem_sizes, p.max_tokens, K, p.ring_len);
     }
-    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1>, p, tiles, tile_rows, bytes, stream, too_large, 1,
-                        kEarly);
+    return launch_tiled(gdn_window_kernel<WM, kT, K, ST, AT, 1>, p, tiles, tile_rows, bytes, stream, 1, kEarly, smem_sizes,
+                        p.max_tokens, K, p.ring_len);
   }
 
   template <int K, typename ST, typename AT>

@@ -64,17 +64,11 @@ inline const char* grid_extents_fit(int H, int batch) {
   return nullptr;
 }
 
-// Dynamic shared memory above the 48 KB default needs an opt-in per kernel.
-template <typename Kernel>
-const char* allow_smem(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return nullptr;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess) {
-    cudaGetLastError();  // clear the (non-sticky) error so a later launch check does not report it
-    return "the shared memory this call needs (it grows with the ring length R or the token count T, "
-           "and with P and N) exceeds the device's per-block limit";
-  }
-  return nullptr;
-}
+// The sizes that set a CTA's shared memory, for allow_dynamic_smem's error: the ring length
+// (ring_x's third dimension) and, in the spec verify and the classic step, the token window.
+constexpr const char* kRingSmemSizes = "R = %d ring entries (ring_x's third dimension) with P = %d, N = %d";
+constexpr const char* kTokensSmemSizes = "max_tokens = %d with P = %d, N = %d";
+constexpr const char* kSpecSmemSizes = "R = %d ring entries (ring_x's third dimension) and max_tokens = %d with P = %d, N = %d";
 
 // Whether a decode launch takes the kStreamFirst instance, whose output-only non-flush rows
 // stream their state before their entries' terms: output-only launches with an fp32 checkpoint
@@ -249,7 +243,7 @@ const char* launch_replay_typed(const ReplayParams& p, cudaStream_t stream) {
       kernel = nine ? mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true, true>
                     : mamba2_replay_kernel<Act, St, N, kWarps, false, false, true, true>;
   }
-  if (const char* err = allow_smem(kernel, smem)) return err;
+  if (const char* err = allow_dynamic_smem(kernel, smem, kRingSmemSizes, p.ring_len, p.geo.P, N)) return err;
   return launch_kernel(EarlyLaunch::kYes, kernel, grid, dim3(kWarps * 32), smem, stream, p, p_chunk);
 }
 
@@ -287,7 +281,7 @@ const char* launch_state_update_typed(const StateUpdateParams& p, cudaStream_t s
   }
   const size_t smem = static_cast<size_t>(StateUpdateSmem(p.max_tokens, p_chunk, N).total) * sizeof(float);
   auto kernel = mamba2_state_update_kernel<Act, St, N, kWarps>;
-  if (const char* err = allow_smem(kernel, smem)) return err;
+  if (const char* err = allow_dynamic_smem(kernel, smem, kTokensSmemSizes, p.max_tokens, p.geo.P, N)) return err;
   // The snapshot form (the per-draft baseline) launches without overlap: dependent_launch.cuh.
   const EarlyLaunch early = p.snapshot_slots == nullptr ? EarlyLaunch::kYes : EarlyLaunch::kNo;
   return launch_kernel(early, kernel, chunk_head_row_grid(p.geo.P, p_chunk, p.geo.H, p.batch), dim3(kWarps * 32), smem,
@@ -451,7 +445,8 @@ const char* launch_spec_verify_typed(const SpecVerifyParams& sp, cudaStream_t st
                : heads == 2 ? mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 2, true>
                             : mamba2_spec_verify_kernel<Act, St, N, kWarps, kT, false, 1, true>;
   }
-  if (const char* err_smem = allow_smem(kernel, smem)) return err_smem;
+  if (const char* err_smem = allow_dynamic_smem(kernel, smem, kSpecSmemSizes, p.ring_len, sp.max_tokens, p.geo.P, N))
+    return err_smem;
   // Batch 1 launches without overlap (dependent_launch.cuh).
   const EarlyLaunch early = p.batch > 1 ? EarlyLaunch::kYes : EarlyLaunch::kNo;
   return launch_kernel(early, kernel, grid, dim3(kWarps * 32), smem, stream, launch_params, p_chunk);
