@@ -41,3 +41,25 @@ m2_so_ab_sweep() {
     _m2_ab 1 sms80 -B 16 --batches 256 --budget-s 60 --sms 80
   fi
 }
+
+# m2_so_merge_checks: after m2_so_ab_sweep, what a Mamba-2 state-and-output change needs before it
+# merges, on the tree's in-place build that ab_bench made: the whole Mamba-2 GPU test file (every
+# state-and-output form: flush rows' stored tiles, B = 32's two k-steps, split P at small batch),
+# then, unless QUICK=1 and while time is left, racecheck on the tensor-core update's tests. Last, the
+# sweep's folders into one archive ($OUT/runs.tgz): at most 8 files come back from a call.
+m2_so_merge_checks() {
+  timeout $((500 - SECONDS)) python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -p no:cacheprovider \
+    > "$OUT/tests.log" 2>&1
+  echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$OUT/tests.log" | head; tail -n 1 "$OUT/tests.log"
+  if [[ ${QUICK:-0} != 1 ]] && (( SECONDS < 480 )); then
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
+      --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_mamba2_cuda.py \
+      -k "test_decode_update_tensor_cores_steep_decay or (test_decode_update_forms and tensor_cores_nine and (nano or super))" \
+      > "$OUT/racecheck.log" 2>&1
+    echo "racecheck rc=$? [$((SECONDS - t0)) s]"; grep -E "RACECHECK SUMMARY|passed|failed" "$OUT/racecheck.log"
+  fi
+  # An H100 makes no all2, an H200 no sms96 / sms80.
+  local d dirs=()
+  for d in all all2 sms96 sms80; do [[ -d $OUT/$d ]] && dirs+=("$d"); done
+  (( ${#dirs[@]} )) && (cd "$OUT" && tar -czf runs.tgz --exclude='*.png' "${dirs[@]}" && rm -rf "${dirs[@]}")
+}

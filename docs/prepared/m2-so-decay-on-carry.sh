@@ -16,20 +16,5 @@ git apply --check docs/prepared/m2-so-decay-on-carry.patch 2>/dev/null && git ap
 git diff --quiet -- csrc && { echo "patch not applied"; exit 1; }
 export REPLAYSSM_FAMILIES=mamba2 BUILD_TIMEOUT=300 BENCH_TIMEOUT=150
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-ROOT=$OUT
-m2_so_ab_sweep  # scripts/device_env.sh
-# The tests run on the tree's in-place build, which ab_bench made: the whole Mamba-2 GPU file (every
-# state-and-output form: flush rows' stored tiles, B = 32's two k-steps, split P at small batch).
-timeout $((500 - SECONDS)) python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -p no:cacheprovider \
-  > "$ROOT/tests.log" 2>&1
-echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$ROOT/tests.log" | head; tail -n 1 "$ROOT/tests.log"
-if [[ ${QUICK:-0} != 1 ]] && (( SECONDS < 480 )); then
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
-    --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_mamba2_cuda.py \
-    -k "test_decode_update_tensor_cores_steep_decay or (test_decode_update_forms and tensor_cores_nine and (nano or super))" \
-    > "$ROOT/racecheck.log" 2>&1
-  echo "racecheck rc=$? [$((SECONDS - t0)) s]"; grep -E "RACECHECK SUMMARY|passed|failed" "$ROOT/racecheck.log"
-fi
-# Only the folders this device made (an H100 makes no all2, an H200 no sms96 / sms80): at most 8
-# files come back from a call, so the per-run tables travel as one archive.
-cd "$ROOT" && dirs=$(for d in all all2 sms96 sms80; do [[ -d $d ]] && echo "$d"; done) && tar -czf runs.tgz --exclude='*.png' $dirs && rm -rf $dirs
+m2_so_ab_sweep       # scripts/device_env.sh
+m2_so_merge_checks   # the Mamba-2 GPU tests, racecheck, the runs archived
