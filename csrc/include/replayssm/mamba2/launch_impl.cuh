@@ -143,9 +143,10 @@ inline const char* replay_mma_choice(const ReplayParams& p, bool built, int p_ch
 // H100, state-and-output cycle, tree / main, nine-CTA bound everywhere (bench/results/h100-2026-12-
 // 07-s63): B = 16, batch 256 nano 0.988 (96 SMs 0.986, 80 SMs 0.988-0.997), super 0.996 (96 SMs
 // 0.991), batch 1 level (flush step 0.94); B = 32, where the bound only takes registers, 0.996-1.023
-// on all SMs and 1.016-1.037 at 80 / 96. sm_100a spills at nine (48 / 32 bytes of stores / loads)
-// and was not measured, so B200 keeps eight. REPLAYSSM_M2_DECODE_MMA_NINE (0 or 1, read at every
-// launch) overrides the rule; 1 on a launch without the tensor-core update is an error.
+// on all SMs and 1.016-1.037 at 80 / 96. sm_100a spills at nine (24 / 24 bytes of stores / loads
+// since session 66, 48 / 32 before) and was not measured, so B200 keeps eight.
+// REPLAYSSM_M2_DECODE_MMA_NINE (0 or 1, read at every launch) overrides the rule; 1 on a launch
+// without the tensor-core update is an error.
 inline const char* replay_mma_nine_choice(bool mma, int nine_smem_floats, bool* on) {
   return env_forced_choice(
       "REPLAYSSM_M2_DECODE_MMA_NINE", "REPLAYSSM_M2_DECODE_MMA_NINE must be 0 or 1",

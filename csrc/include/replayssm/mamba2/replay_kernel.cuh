@@ -93,7 +93,8 @@ struct ReplaySmem {
 #endif
 constexpr int kReplayMinCtas = REPLAYSSM_M2_REPLAY_MIN_CTAS;
 // The tensor-core update's second bound (its kNineCtas instances, taken where nine CTAs fit by
-// shared memory: replay_mma_nine_choice): 56 registers and no spill on sm_90a (63 at kReplayMinCtas).
+// shared memory: replay_mma_nine_choice): 56 registers on sm_90a (63 at kReplayMinCtas), 8 bytes
+// of spill in the flush rows' tile loop since session 66 (ReplayMmaStream::run_tiles says why).
 constexpr int kReplayMmaNineCtas = 9;
 
 // Whether a launch's fold reads B_j from the fp32 copy (fold_b_copy_pays at kReplayMinCtas CTAs

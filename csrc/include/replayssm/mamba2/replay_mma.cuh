@@ -305,7 +305,7 @@ struct ReplayMmaStream {
   // faster at B = 16 batch 256, 3.7-4.8 % at B = 32, 3.6-6.9 % at batch 1.
   // Rows past the tile left unset instead of zeroed saved as much on sm_90a but spilled 52 bytes on
   // sm_100a (the predicated loads then keep the old values live).
-  // Two tiles per iteration with cur and nxt trading roles, instead of the copy at the end of each,
+  // Two tiles per iteration with cur and nxt trading roles, instead of the carry at the end of each,
   // made ptxas move the mma accumulators around every k-step (~206 static instructions per tile).
   template <bool kStore>
   __device__ __forceinline__ void run_tiles(Unit& cur, float c0, int n_upd, const uint32_t* a_frag,
@@ -341,6 +341,20 @@ struct ReplayMmaStream {
           for (int h = 0; h < 2; ++h) mma_bf16_16816(v[ss][h], a_term, b[ss][2 * h], b[ss][2 * h + 1]);
       }
     };
+    // v = c0 v where a unit enters cur: the first here, each later one as it is carried over from
+    // nxt at the end of the tile before (cur = c0 nxt). Decayed at the top of each tile instead,
+    // the carry was 16 MOV and the decay 16 FMUL per tile and lane (sm_90a, ncu in session 65).
+    // The same products, so the same words bit for bit. H100, batch 256, tree / before (session 66):
+    // the non-flush step 0.976-0.994 at 80 / 96 SMs, the flush step 1.02-1.035 at B = 16 (the
+    // nine-CTA instance now spills 8 bytes on sm_90a, two local loads per tile of the flush rows'
+    // loop; keeping that loop in the old form spilled more), the cycle 0.987-0.995 at 80 / 96 SMs
+    // and level on all 132.
+#pragma unroll
+    for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cur[ss][h][e] *= c0;
     float* state = piece0(0);  // this lane's first piece of the tile
 #pragma unroll 1
     for (int tile = 0; tile < num_tiles; ++tile, state += kMmaTileRows * N) {
@@ -352,12 +366,6 @@ struct ReplayMmaStream {
       Unit nxt;
       if (tile + 1 < num_tiles)
         load_at(state + kMmaTileRows * N, plen - m0 - kMmaTileRows - g, plen - m0 >= 2 * kMmaTileRows, nxt);
-#pragma unroll
-      for (int ss = 0; ss < 2; ++ss)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) cur[ss][h][e] *= c0;
       if (ksteps > 0) kstep(tile, 0, cur);
 #pragma unroll 1
       for (int ks = 1; ks < ksteps; ++ks) kstep(tile, ks, cur);
@@ -378,7 +386,7 @@ struct ReplayMmaStream {
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) cur[ss][h][e] = nxt[ss][h][e];
+          for (int e = 0; e < 4; ++e) cur[ss][h][e] = c0 * nxt[ss][h][e];
     }
   }
 
