@@ -42,6 +42,17 @@ m2_so_ab_sweep() {
   fi
 }
 
+# m2_mma_racecheck: racecheck on the Mamba-2 tensor-core update's tests (the steep-decay case in both
+# instances, the update forms of the nine-CTA one at nano and super) on the in-place build, into
+# $OUT/racecheck.log, cut at 585 s of the call.
+m2_mma_racecheck() {
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
+    --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_mamba2_cuda.py \
+    -k "test_decode_update_tensor_cores_steep_decay or (test_decode_update_forms and tensor_cores_nine and (nano or super))" \
+    > "$OUT/racecheck.log" 2>&1
+  echo "racecheck rc=$? [$((SECONDS - t0)) s]"; grep -E "RACECHECK SUMMARY|passed|failed" "$OUT/racecheck.log"
+}
+
 # m2_so_merge_checks: after m2_so_ab_sweep, what a Mamba-2 state-and-output change needs before it
 # merges, on the tree's in-place build that ab_bench made: the whole Mamba-2 GPU test file (every
 # state-and-output form: flush rows' stored tiles, B = 32's two k-steps, split P at small batch),
@@ -51,13 +62,7 @@ m2_so_merge_checks() {
   timeout $((500 - SECONDS)) python3 -m pytest tests/test_mamba2_cuda.py -q -rf -n 14 -p no:cacheprovider \
     > "$OUT/tests.log" 2>&1
   echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$OUT/tests.log" | head; tail -n 1 "$OUT/tests.log"
-  if [[ ${QUICK:-0} != 1 ]] && (( SECONDS < 480 )); then
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
-      --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_mamba2_cuda.py \
-      -k "test_decode_update_tensor_cores_steep_decay or (test_decode_update_forms and tensor_cores_nine and (nano or super))" \
-      > "$OUT/racecheck.log" 2>&1
-    echo "racecheck rc=$? [$((SECONDS - t0)) s]"; grep -E "RACECHECK SUMMARY|passed|failed" "$OUT/racecheck.log"
-  fi
+  [[ ${QUICK:-0} != 1 ]] && (( SECONDS < 480 )) && m2_mma_racecheck
   # An H100 makes no all2, an H200 no sms96 / sms80.
   local d dirs=()
   for d in all all2 sms96 sms80; do [[ -d $OUT/$d ]] && dirs+=("$d"); done

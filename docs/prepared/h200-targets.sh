@@ -18,6 +18,8 @@
 # MIN=1 (session 61, for ~350-450 s left; session 62's request at 329 s was refused): the Mamba-2
 # kernels alone, the decode routes at batch 1 / 256 (issue 3's batch-1 cycle and the routes'
 # ratio); ~3 minutes.
+# RACECHECK=1 (session 66): racecheck on the Mamba-2 tensor-core update's tests last, where the call
+# is under 420 s by then.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
 minimal=${MIN:-0}
 export REPLAYSSM_FAMILIES=$( ((minimal)) && echo mamba2 || echo mamba2,gdn)
@@ -52,4 +54,7 @@ for f in sorted(glob.glob(f"{sys.argv[1]}/*/bench.json")):
         print(f"{os.path.basename(os.path.dirname(f)):14s} {r['kernel']:24s} {r['geometry']:20s} b={r['batch']:<4} "
               f"T={r.get('T', '-')!s:2s} {r['us']:9.2f} us  copy {100 * cf if cf else 0:5.1f} %  x_base {sb or 0:5.2f}")
 PY
+# RACECHECK=1 (session 66): then racecheck on the tensor-core update's tests from the same build,
+# while time is left (session 66 merged the tile loop's carry-decay without it: its short form).
+[[ ${RACECHECK:-0} == 1 ]] && (( SECONDS < 420 )) && m2_mma_racecheck
 cd "$OUT" && tar -czf runs.tgz --exclude='*.png' $(ls -d */) *.log && rm -rf $(ls -d */) *.log
