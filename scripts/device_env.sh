@@ -68,3 +68,15 @@ m2_so_merge_checks() {
   for d in all all2 sms96 sms80; do [[ -d $OUT/$d ]] && dirs+=("$d"); done
   (( ${#dirs[@]} )) && (cd "$OUT" && tar -czf runs.tgz --exclude='*.png' "${dirs[@]}" && rm -rf "${dirs[@]}")
 }
+
+# m2_so_prepared_ab PATCH: a prepared Mamba-2 state-and-output patch's whole call, against ab_base
+# (main, patch not applied): the patch applied to the tree, the card named, m2_so_ab_sweep, then
+# m2_so_merge_checks.
+m2_so_prepared_ab() {
+  git apply --check "$1" 2>/dev/null && git apply "$1"
+  git diff --quiet -- csrc && { echo "patch not applied: $1"; return 1; }
+  export REPLAYSSM_FAMILIES=mamba2 BUILD_TIMEOUT=300 BENCH_TIMEOUT=150
+  nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+  m2_so_ab_sweep
+  m2_so_merge_checks
+}
