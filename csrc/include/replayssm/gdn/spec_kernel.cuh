@@ -855,6 +855,26 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   if constexpr (kSpec) {
     // The solve, per row: forward substitution u_i = R_i - sum_{j<i} A[i,j] u_j, with the row's
     // head's gates and matrices.
+    // kTokenRows: token i's output row and ring entry, the same for every row of the CTA, formed
+    // once per thread before the rows. Per row and token they were ~25 of ~40 instructions of 64-bit
+    // address arithmetic (sm_90a, the T = 4 pairs), all of it after the stream, where the CTA has
+    // no bytes in flight. H100, Qwen3.5-4B / 122B, B = 16 (session 68): T = 4 cycle at batch 256
+    // -0.6 / -0.3 % on 132 SMs and -1.1 / -0.6 % on 96, batch 1 -2.2 / -1.9 %; T = 8 at batch 256
+    // +0.4 % on both, so the 8-token tile keeps the per-row form. In the CUDA-core and register-
+    // stream instances ptxas raised T = 1 from 96 to 100-108 registers (5 CTAs per SM by registers
+    // to 4) and spilled in some T = 2 / 8 ones (sm_90a): they keep it too.
+    constexpr bool kTokenRows = kTensorCores && !kRegStream && kT <= 4;
+    constexpr int kSolveTokens = kTokenRows ? kT : kMaxSpecTokens;  // the spec window holds n <= kT
+    AT* out_tok[kTokenRows ? kT : 1];
+    int32_t ring_entry[kTokenRows ? kT : 1];  // the entry's offset in a v-head's ring rows
+    if constexpr (kTokenRows) {
+#pragma unroll
+      for (int i = 0; i < kT; ++i) {
+        const int ii = i < n ? i : 0;
+        out_tok[i] = out + (tok0 + ii) * p.out_row_stride;
+        ring_entry[i] = ring_index_checked(start, nh + ii, R) * V;
+      }
+    }
     for (int vl = threadIdx.x; vl < rows; vl += kThreads) {
       const int hh = kHeads > 1 && vl >= tile_rows ? 1 : 0, vh = vl - hh * tile_rows;
       const float* const beta_h = s_beta + hh * tok_step;
@@ -863,9 +883,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       const float* const dmat_h = s_dmat + hh * pair_step;
       AT* const ring_u = static_cast<AT*>(p.ring_u) + static_cast<int64_t>(slot) * p.ring_u_slot_stride +
                          static_cast<int64_t>(hv0 + hh) * R * V + v0 + vh;
-      float u[kMaxSpecTokens];
+      float u[kSolveTokens];
 #pragma unroll
-      for (int i = 0; i < kMaxSpecTokens; ++i) {
+      for (int i = 0; i < kSolveTokens; ++i) {
         if (i < n) {
           const int idx = i * rows + vl;
           float r = beta_h[i] * (s_win_v[idx] - eG_h[i] * s_sk[idx]);
@@ -875,8 +895,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
           float y = eG_h[i] * s_sq[idx];
 #pragma unroll
           for (int j = 0; j <= i; ++j) y += dmat_h[i * T + j] * u[j];
-          out[(tok0 + i) * p.out_row_stride + vl] = Elem<AT>::from_f32(y);
-          ring_u[static_cast<int64_t>(ring_index_checked(start, nh + i, R)) * V] = Elem<AT>::from_f32(r);
+          if constexpr (kTokenRows) {
+            out_tok[i][vl] = Elem<AT>::from_f32(y);
+            ring_u[ring_entry[i]] = Elem<AT>::from_f32(r);
+          } else {
+            out[(tok0 + i) * p.out_row_stride + vl] = Elem<AT>::from_f32(y);
+            ring_u[static_cast<int64_t>(ring_index_checked(start, nh + i, R)) * V] = Elem<AT>::from_f32(r);
+          }
         }
       }
     }
