@@ -366,20 +366,16 @@ struct ReplayMmaStream {
       Unit nxt;
       if (tile + 1 < num_tiles)
         load_at(state + kMmaTileRows * N, plen - m0 - kMmaTileRows - g, plen - m0 >= 2 * kMmaTileRows, nxt);
-      if constexpr (kStore) {
-        // k-step 0's B addresses are the same in every tile, so ptxas hoists them out of the loop.
-        // On flush rows, with the third term's fragment live, the nine-CTA instance then spilled
-        // them on sm_90a (8 bytes: two local loads per tile ahead of the ldmatrix). An opaque zero
-        // for ks has them formed again per tile from the lane: no spill there, ~8 instructions per
-        // tile more (ptxas; sm_100a's eight-CTA instance also went from 8 bytes of spill to none,
-        // its nine-CTA one stays at 24). H100, batch 256, B = 16: the flush step 2.5-3.8 % faster
-        // at 132 / 96 / 80 SMs, the non-flush step level (session 68).
-        int ks0 = 0;
-        asm volatile("" : "+r"(ks0));
-        if (ksteps > 0) kstep(tile, ks0, cur);
-      } else {
-        if (ksteps > 0) kstep(tile, 0, cur);
-      }
+      // k-step 0's B addresses are the same in every tile, so ptxas hoists them out of the loop.
+      // On flush rows (kStore), with the third term's fragment live, the nine-CTA instance then
+      // spilled them on sm_90a (8 bytes: two local loads per tile ahead of the ldmatrix). An opaque
+      // zero for ks has them formed again per tile from the lane: no spill there, ~8 instructions
+      // per tile more (ptxas; sm_100a's eight-CTA instance also went from 8 bytes of spill to none,
+      // its nine-CTA one stays at 24). H100, batch 256, B = 16: the flush step 2.5-3.8 % faster at
+      // 132 / 96 / 80 SMs, the non-flush step level (session 68).
+      int ks0 = 0;
+      if constexpr (kStore) asm volatile("" : "+r"(ks0));
+      if (ksteps > 0) kstep(tile, ks0, cur);
 #pragma unroll 1
       for (int ks = 1; ks < ksteps; ++ks) kstep(tile, ks, cur);
       if constexpr (kStore) store_at(state, plen - m0 - g, cur);
