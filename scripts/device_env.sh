@@ -80,3 +80,38 @@ m2_so_prepared_ab() {
   m2_so_ab_sweep
   m2_so_merge_checks
 }
+
+# gdn_spec_prepared_ab PATCH: a prepared GDN spec-verify patch's whole call, against ab_base (main,
+# patch not applied), as sessions 67-68 ran it: Qwen3.5-4B / 122B, B = 16, all accepted, with the
+# flush / non-flush split. T = 4 at batch 256 on 96 SMs first (an H200's bandwidth per SM; on an
+# H200 the whole device), then unless QUICK=1 T = 4 at batch 1 / 256 on all SMs; the GDN spec tests
+# on the tree's in-place build; unless QUICK=1 and while time is left, racecheck on the T = 4
+# long-run spec case. The folders go into one archive ($OUT/runs.tgz).
+gdn_spec_prepared_ab() {
+  git apply --check "$1" 2>/dev/null && git apply "$1"
+  git diff --quiet -- csrc && { echo "patch not applied: $1"; return 1; }
+  export REPLAYSSM_FAMILIES=gdn BUILD_TIMEOUT=300 BENCH_TIMEOUT=150 AB_ROWS='^gdn_spec_(cycle|nonflush|flush) '
+  nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+  _gdn_ab() {  # keep the base build, folder, benchmark args...
+    AB_KEEP_BASE=$1 ab_compare "$2" --sections spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --accept all \
+      --spec-phases --budget-s 40 "${@:3}"
+  }
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    _gdn_ab 0 sms96 --spec-tokens 4 --batches 256
+  else
+    _gdn_ab 0 sms96 --spec-tokens 4 --batches 256 --sms 96
+  fi
+  [[ ${QUICK:-0} != 1 ]] && _gdn_ab 1 t4 --spec-tokens 4 --batches 1,256
+  timeout $((500 - SECONDS)) python3 -m pytest tests/test_gdn_cuda.py -q -rf -n 14 -p no:cacheprovider -k spec \
+    > "$OUT/tests.log" 2>&1
+  echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$OUT/tests.log" | head; tail -n 1 "$OUT/tests.log"
+  if [[ ${QUICK:-0} != 1 ]] && (( SECONDS < 480 )); then
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
+      --print-limit 20 python3 -m pytest -q -rs -p no:cacheprovider tests/test_gdn_cuda.py \
+      -k "test_spec_long_run and 4-fp32-bf16" > "$OUT/racecheck.log" 2>&1
+    echo "racecheck rc=$? [$((SECONDS - t0)) s]"; grep -E "RACECHECK SUMMARY|passed|failed" "$OUT/racecheck.log"
+  fi
+  local d dirs=()
+  for d in sms96 t4; do [[ -d $OUT/$d ]] && dirs+=("$d"); done
+  (( ${#dirs[@]} )) && (cd "$OUT" && tar -czf runs.tgz --exclude='*.png' "${dirs[@]}" && rm -rf "${dirs[@]}")
+}
