@@ -362,6 +362,25 @@ class Recurrence:
 # Caches and cursors
 # --------------------------------------------------------------------------------------------
 
+def alloc_out(rows, inner_shape, dtype, device, *, strided):
+    """A NaN-filled output of shape (rows, *inner_shape), inner dims contiguous. `strided`: a view
+    one element into a wider buffer with a row stride of inner + 1 elements (odd; for 2-byte dtypes
+    the base and every other row start off the 4-byte grid), as a caller writing into a slice of a
+    packed buffer may pass. Returns (buffer, out, gaps): gaps masks the buffer elements outside out,
+    which no op may write."""
+    inner = math.prod(inner_shape)
+    offset, row_stride = (1, inner + 1) if strided else (0, inner)
+    numel = offset + rows * row_stride + offset
+
+    def view(t):
+        return t[offset:offset + rows * row_stride].view(rows, row_stride)[:, :inner].view(rows, *inner_shape)
+
+    buf = torch.full((numel,), float("nan"), dtype=dtype, device=device)
+    gaps = torch.ones(numel, dtype=torch.bool)
+    view(gaps).fill_(False)
+    return buf, view(buf), gaps
+
+
 def alloc_per_slot(num_slots, inner_shape, dtype, device, gen, *, paged):
     """A (num_slots, *inner_shape) tensor with random contents (so that "unchanged" means something);
     when `paged`, a view into a wider per-slot page (slot stride larger than the tensor's own size,
@@ -455,6 +474,7 @@ class SimConfig:
     stagger: bool = True        # row r starts r steps late (padding until then): mixed flush phases
     route: Optional[str] = None
     varlen: bool = True         # spec: n drawn in 1..T per row (else n = T)
+    strided_out: bool = False   # out is a view one element into a wider buffer, odd row stride
     device: str = "cpu"
     seed: int = 0
 
@@ -539,12 +559,12 @@ class Sim:
         else:
             op_tok = {n: torch.cat([v[r, :ns[r]] for r in range(cfg.rows)]) for n, v in toks.items()}
         cu = [0] + torch.cumsum(torch.tensor(ns), 0).tolist()
-        out = torch.full((cu[-1], *fam.out_shape()), float("nan"), dtype=self.act, device=dev)
+        out_buf, out, out_gaps = alloc_out(cu[-1], fam.out_shape(), self.act, dev, strided=cfg.strided_out)
         slots_t = torch.tensor(slot_ids, dtype=torch.int32, device=dev)
         if before_op is not None:
             before_op(self, live, slot_ids)
         before = {name: t.cpu().clone() for name, t in self.cache.items()}
-        out_before = out.cpu().clone()
+        out_before, out_buf_before = out.cpu().clone(), out_buf.cpu().clone()
         model = list(self.cursors.model)
 
         op_tok_dev = to_device(op_tok, dev)
@@ -558,6 +578,8 @@ class Sim:
         self.cursors.check(f"{cfg.mode} step {k} (steps must not write cursors)")
         out_c = out.cpu()
         after = {name: t.cpu() for name, t in self.cache.items()}
+        assert same_bytes(out_buf.cpu()[out_gaps], out_buf_before[out_gaps]), \
+            f"step {k}: an element of out's buffer outside the out view was written"
 
         # Padding rows: outputs untouched.
         for r in range(cfg.rows):

@@ -457,6 +457,37 @@ def test_spec_geometries(device, geo, rows, T, state, act, spec_heads):
 
 
 @pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
+@pytest.mark.parametrize("geo,rows,T,state,act", [
+    (QWEN4B, 4, 4, "fp32", "bf16"),   # the tensor-core window instances with 2-byte outputs
+    (SMALL, 6, 4, "bf16", "bf16"),
+    (SMALL, 6, 2, "fp16", "fp16"),
+    (SMALL, 5, 1, "fp32", "bf16"),
+    (SMALL, 4, 8, "fp32", "fp32"),
+])
+def test_spec_strided_out(device, geo, rows, T, state, act, spec_heads):
+    """`out` one element into a wider buffer with an odd row stride, so every other output row starts
+    off the 4-byte grid (a slice of a packed buffer): the outputs land in the view and nothing else
+    in the buffer is written. The other tests pass a contiguous out."""
+    cfg = SimConfig(mode="spec", Bcap=16, T=T, rows=rows, spare_slots=1, steps=steps_for_cycles(16, T, rows),
+                    state=state, act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.02, pad_prob=0.1,
+                    strided_out=True, device=device, seed=1350 + rows + T)
+    _report(f"spec strided out {geo} T={T} {state}/{act}", run_checked(GDN(geo), cfg))
+
+
+DECODE_STRIDED_OUT = [("fp32", "bf16"), ("bf16", "bf16"), ("fp32", "fp32")]
+
+
+@pytest.mark.parametrize("device", cuda_only(*DECODE_OPS))
+@pytest.mark.parametrize("state,act", DECODE_STRIDED_OUT)
+def test_decode_strided_out(device, state, act):
+    """gdn_decode with `out` as in test_spec_strided_out."""
+    cfg = SimConfig(mode="decode", Bcap=16, T=1, rows=6, spare_slots=1, steps=steps_for_cycles(16, 1, 6),
+                    state=state, act=act, paged=True, null_slot=0, reset_prob=0.0, fold_prob=0.01, pad_prob=0.1,
+                    strided_out=True, device=device, seed=990 + DECODE_STRIDED_OUT.index((state, act)))
+    _report(f"decode strided out {state}/{act}", run_checked(GDN(SMALL), cfg))
+
+
+@pytest.mark.parametrize("device", cuda_only(*SPEC_OPS))
 @pytest.mark.parametrize("geo,Bcap,rows", [
     (QWEN4B, 16, 1),   # batch 1: each head split along V into tiles
     (QWEN4B, 32, 6),   # histories past 16 entries: the tensor-core fold's second k-step

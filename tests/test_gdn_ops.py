@@ -109,6 +109,16 @@ def test_long_history_fp32(device, mode, T):
 
 
 @pytest.mark.parametrize("device", CPU_ONLY)
+@pytest.mark.parametrize("mode,T,act", [("spec", 4, "bf16"), ("decode", 1, "fp16")])
+def test_strided_out(device, mode, T, act):
+    """`out` one element into a wider buffer with an odd row stride: the outputs land in the view and
+    nothing else in the buffer is written (the CUDA variants are in tests/test_gdn_cuda.py)."""
+    cfg = SimConfig(mode=mode, Bcap=8, T=T, rows=5, steps=steps_for_cycles(8, T, 5), reset_prob=0.0, state="fp32",
+                    act=act, strided_out=True, null_slot=0, device=device, seed=340 + T)
+    run_checked(GDN(SMALL), cfg)
+
+
+@pytest.mark.parametrize("device", CPU_ONLY)
 @pytest.mark.parametrize("use_dt_bias,qk_l2norm", [(False, False), (True, True)])
 def test_decode_options(device, use_dt_bias, qk_l2norm):
     fam = GDN(GDNGeo(H=2, HV=4, K=8, V=8), use_dt_bias=use_dt_bias, qk_l2norm=qk_l2norm, scale=0.7)
@@ -147,6 +157,26 @@ def test_teeth_corrupted_history_fails(device, ring_name):
     with pytest.raises(AssertionError, match="flash-attention rule failed:\n(.*\n)*outputs: "):
         sim.step(sim.stats.steps, before_op=lambda s, live, ids: _corrupt_history(s, live, ids, ring_name))
         sim.finish()
+
+
+@pytest.mark.parametrize("device", CPU_ONLY)
+@pytest.mark.parametrize("where", ["before", "between"])
+def test_teeth_write_outside_strided_out_fails(device, where, monkeypatch):
+    """The strided-out check catches a store next to the view: one element just before the first
+    output row, or in the gap after the first row."""
+    fam = GDN(SMALL)
+    spec_verify = fam.spec_verify
+
+    def stray_store(tok, layer, cu, slots, cur, cache, out, T, null_slot):
+        spec_verify(tok, layer, cu, slots, cur, cache, out, T, null_slot)
+        at = out.storage_offset() + (-1 if where == "before" else out[0].numel())
+        out.as_strided((1,), (1,), at).fill_(0.5)
+
+    monkeypatch.setattr(fam, "spec_verify", stray_store)
+    cfg = SimConfig(mode="spec", Bcap=8, T=2, rows=3, steps=3, state="fp32", act="bf16", pad_prob=0.0,
+                    reset_prob=0.0, stagger=False, strided_out=True, device=device, seed=502)
+    with pytest.raises(AssertionError, match="outside the out view"):
+        Sim(fam, cfg).run()
 
 
 @pytest.mark.parametrize("device", CPU_ONLY)

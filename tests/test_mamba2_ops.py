@@ -112,6 +112,18 @@ def test_strong_decay_fp32(device, mode, T):
     run_checked(fam, cfg)
 
 
+@pytest.mark.parametrize("device", devices(*SPEC_OPS, *DECODE_OPS))
+@pytest.mark.parametrize("mode,T,route,act", [("spec", 4, None, "bf16"), ("spec", 2, None, "fp16"),
+                                              ("decode", 1, "output_only", "bf16"),
+                                              ("decode", 1, "state_and_output", "fp16")])
+def test_strided_out(device, mode, T, route, act):
+    """`out` one element into a wider buffer with an odd row stride (rows start off the 4-byte grid):
+    the outputs land in the view and nothing else in the buffer is written."""
+    cfg = SimConfig(mode=mode, Bcap=8, T=T, rows=5, steps=steps_for_cycles(8, T, 5), reset_prob=0.0, state="fp32",
+                    act=act, route=route, strided_out=True, null_slot=0, device=device, seed=330 + T)
+    run_checked(Mamba2(SMALL), cfg)
+
+
 @pytest.mark.parametrize("device", devices(*DECODE_OPS))
 @pytest.mark.parametrize("use_D,use_z,use_dt_bias", [(False, False, False), (True, True, False)])
 def test_decode_optional_inputs(device, use_D, use_z, use_dt_bias):
