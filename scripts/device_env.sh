@@ -84,7 +84,8 @@ m2_so_prepared_ab() {
 # gdn_spec_prepared_ab PATCH: a prepared GDN spec-verify patch's whole call, against ab_base (main,
 # patch not applied), as sessions 67-68 ran it: Qwen3.5-4B / 122B, B = 16, all accepted, with the
 # flush / non-flush split. T = 4 at batch 256 on 96 SMs first (an H200's bandwidth per SM; on an
-# H200 the whole device), then unless QUICK=1 T = 4 at batch 1 / 256 on all SMs; the GDN spec tests
+# H200 the whole device; SKIP96=1 leaves it out when an earlier call measured it), then unless
+# QUICK=1 T = 4 (AB_TOKENS, e.g. 2,4) at batch 1 / 256 on all SMs; the GDN spec tests
 # on the tree's in-place build; unless QUICK=1 and while time is left, racecheck on the T = 4
 # long-run spec case. The folders go into one archive ($OUT/runs.tgz).
 gdn_spec_prepared_ab() {
@@ -96,12 +97,14 @@ gdn_spec_prepared_ab() {
     AB_KEEP_BASE=$1 ab_compare "$2" --sections spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --accept all \
       --spec-phases --budget-s 40 "${@:3}"
   }
-  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  if [[ ${SKIP96:-0} == 1 ]]; then
+    :
+  elif nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
     _gdn_ab 0 sms96 --spec-tokens 4 --batches 256
   else
     _gdn_ab 0 sms96 --spec-tokens 4 --batches 256 --sms 96
   fi
-  [[ ${QUICK:-0} != 1 ]] && _gdn_ab 1 t4 --spec-tokens 4 --batches 1,256
+  [[ ${QUICK:-0} != 1 ]] && _gdn_ab 1 t4 --spec-tokens ${AB_TOKENS:-4} --batches 1,256
   timeout $((500 - SECONDS)) python3 -m pytest tests/test_gdn_cuda.py -q -rf -n 14 -p no:cacheprovider -k spec \
     > "$OUT/tests.log" 2>&1
   echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$OUT/tests.log" | head; tail -n 1 "$OUT/tests.log"
