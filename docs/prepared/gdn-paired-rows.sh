@@ -12,7 +12,7 @@
 # operations per row, so the gates' errors must be identical in every pair. Then the GDN spec tests
 # and, where time is left, racecheck on the long-run spec cases (the tail's shared loads are now
 # 8-byte). ~8 minutes. QUICK=1: the 96-SM pair and the tests only, ~5 (session 69 ran that). What
-# is left after it: SKIP96=1 AB_TOKENS=2,4 (all SMs, T = 2 / 4 at batch 1 / 256, tests, racecheck).
+# is left after it: SKIP96=1 (all SMs, T = 4 at batch 1 / 256, tests, racecheck).
 # The call itself is gdn_spec_prepared_ab in scripts/device_env.sh.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." && source scripts/device_env.sh || exit 1
 gdn_spec_prepared_ab docs/prepared/gdn-paired-rows.patch   # scripts/device_env.sh
