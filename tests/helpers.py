@@ -9,10 +9,12 @@ replayssm_ext.reference so that a bug shared by the CPU ops and the reference ca
 - the flash-attention tolerance rule itself (FACheck: asserted once per run and category);
 - a step-by-step driver (Sim) that runs a batch of sequences through the replay ops (decode or
   spec verify + commit), with padding rows, staggered starts, replacements and folds on demand,
-  and checks after every call, exactly: padding outputs untouched, the checkpoint unchanged on
-  non-flush rows, the new ring entries at their physical slots (x / B bit copies of the inputs),
-  every other byte of every slot unchanged, the cursors (vs replayssm_ext.cursor_rules); and, to
-  the tolerance rule over the run: outputs, the checkpoint after flushes and folds, ring values.
+  and checks after every call, exactly: padding outputs untouched (with `strided_out`, out is a
+  view into a wider buffer, none of whose other elements may change), the checkpoint unchanged
+  on non-flush rows, the new ring entries at their physical slots (x / B bit copies of the
+  inputs), every other byte of every slot unchanged, the cursors (vs
+  replayssm_ext.cursor_rules); and, to the tolerance rule over the run: outputs, the checkpoint
+  after flushes and folds, ring values.
 """
 
 import dataclasses
