@@ -85,7 +85,8 @@ m2_so_prepared_ab() {
 # patch not applied), as sessions 67-68 ran it: Qwen3.5-4B / 122B, B = 16, all accepted, with the
 # flush / non-flush split. T = 4 at batch 256 on 96 SMs first (an H200's bandwidth per SM; on an
 # H200 the whole device; SKIP96=1 leaves it out when an earlier call measured it), then unless
-# QUICK=1 T = 4 (AB_TOKENS, e.g. 2,4) at batch 1 / 256 on all SMs; the GDN spec tests
+# QUICK=1 T = 4 (AB_TOKENS, e.g. 2,4) at batch 1 / 256 on all SMs; the GDN spec tests (AB_TESTS_K,
+# pytest's -k, default "spec")
 # on the tree's in-place build; unless QUICK=1 and while time is left, racecheck on the T = 4
 # long-run spec case. The folders go into one archive ($OUT/runs.tgz).
 gdn_spec_prepared_ab() {
@@ -105,8 +106,8 @@ gdn_spec_prepared_ab() {
     _gdn_ab 0 sms96 --spec-tokens 4 --batches 256 --sms 96
   fi
   [[ ${QUICK:-0} != 1 ]] && _gdn_ab 1 t4 --spec-tokens ${AB_TOKENS:-4} --batches 1,256
-  timeout $((500 - SECONDS)) python3 -m pytest tests/test_gdn_cuda.py -q -rf -n 14 -p no:cacheprovider -k spec \
-    > "$OUT/tests.log" 2>&1
+  timeout $((500 - SECONDS)) python3 -m pytest tests/test_gdn_cuda.py -q -rf -n 14 -p no:cacheprovider \
+    -k "${AB_TESTS_K:-spec}" > "$OUT/tests.log" 2>&1
   echo "tests rc=$? [$((SECONDS - t0)) s]"; grep -E "FAILED|ERROR" "$OUT/tests.log" | head; tail -n 1 "$OUT/tests.log"
   if [[ ${QUICK:-0} != 1 ]] && (( SECONDS < 480 )); then
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $((585 - SECONDS)) compute-sanitizer --tool racecheck --error-exitcode 97 \
