@@ -98,12 +98,10 @@ gdn_spec_prepared_ab() {
     AB_KEEP_BASE=$1 ab_compare "$2" --sections spec --geometries qwen3.5-4b,qwen3.5-122b -B 16 --accept all \
       --spec-phases --budget-s 40 "${@:3}"
   }
-  if [[ ${SKIP96:-0} == 1 ]]; then
-    :
-  elif nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-    _gdn_ab 0 sms96 --spec-tokens 4 --batches 256
-  else
-    _gdn_ab 0 sms96 --spec-tokens 4 --batches 256 --sms 96
+  if [[ ${SKIP96:-0} != 1 ]]; then
+    local sms=(--sms 96)
+    nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && sms=()
+    _gdn_ab 0 sms96 --spec-tokens 4 --batches 256 "${sms[@]}"
   fi
   [[ ${QUICK:-0} != 1 ]] && _gdn_ab 1 t4 --spec-tokens ${AB_TOKENS:-4} --batches 1,256
   timeout $((500 - SECONDS)) python3 -m pytest tests/test_gdn_cuda.py -q -rf -n 14 -p no:cacheprovider \
