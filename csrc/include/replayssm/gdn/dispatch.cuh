@@ -32,6 +32,9 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
   if (p.V % *tiles != 0 || (p.V / *tiles) % rows_per_warp != 0)
     return "tiles_per_head must split V into tiles of a multiple of 512/K rows";
   *tile_rows = p.V / *tiles;
+  // The window kernel divides by tile_rows with shifts. V is 64, 128 or 256 (the ops check it), so
+  // every tiling that divides it passes; this names the rule should that ever change.
+  if ((*tile_rows & (*tile_rows - 1)) != 0) return "the CUDA kernels need V / tiles_per_head to be a power of two";
   return nullptr;
 }
 

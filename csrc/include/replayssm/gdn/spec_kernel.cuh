@@ -266,6 +266,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     tok_end = load_s32_here(p.cu_seqlens + row + 1);
   }
   const int32_t slot = p.slots[row];
+  // The k-head, and whether hv0 is its first v-head (the CTA that appends k̂): two integer
+  // divisions (about forty instructions), formed while the slot and the token range are on their
+  // way. Written at their uses, they were formed after the early exits: in the early token loads,
+  // again after the cursors' check (on the path from the cursors to the ring's copies) and once
+  // more in the tail (sm_90a SASS, session 69). The empty asm keeps them here.
+  const int v_per_k = p.HV / p.H;
+  int h = hv0 / v_per_k;
+  int k_group_first = hv0 == h * v_per_k;
+  if constexpr (kEarlyRowReads) asm volatile("" : "+r"(h), "+r"(k_group_first));
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
   int nh = 0, start = 0;  // history length and ring start (spec)
   bool fold = false;
@@ -293,9 +302,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   if constexpr (kEarlyTokens) {
     const int n_req = tok_end - tok0;
     if (n_req >= 1 && n_req <= kT) {
-      // The k-head, as `h` below (the compiler forms it once): written here rather than moving `h`
-      // up for every instance, which keeps the T = 1 / 8 instances' code as it was.
-      const int h = hv0 / (p.HV / p.H);
 #pragma unroll
       for (int t = 0; t < kTokPerWarp; ++t) {
         const int64_t tok = tok0 + warp + t * kWarps;
@@ -332,7 +338,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   const int n = tok_end - tok0;
   // Outside the contract (only a caller bug produces it; checking would need a host sync): skipped.
   if (n < 1 || n > p.max_tokens || n > T) return;
-  const int h = hv0 / (p.HV / p.H);
   // The window's gates: lane idx < kHeads n of the last warp takes head idx / n, token idx % n. Its
   // inputs are requested here, beside the cursors, so that g's fp64 chain (token_log_decay) can run
   // while the ring is on its way (g in fp64 from loads issued after the ring's cost the T = 4 step
@@ -380,7 +385,16 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 
   extern __shared__ __align__(16) float smem[];
   const int rows_per_stage = stage_rows(tile_rows, K, static_cast<int>(sizeof(ST)));
-  const int chunks_per_head = tile_rows / rows_per_stage;
+  // tile_rows and rows_per_stage are powers of two (V is 64, 128 or 256 and the tiles divide it;
+  // choose_tiles checks it): divisions by them are shifts by stage_shift / u_shift below. As
+  // integer divisions (about twenty instructions each with a run-time divisor) there were eight
+  // in the CTA's head in the T = 4 pair instance (sm_90a SASS, session 69), most of them between
+  // the cursors' arrival and the ring's copies. With the pair grid and the k-head below (session
+  // 70, H100, B = 16, batch 256, cycle, tree / before, Qwen3.5-4B / 122B): T = 4 0.968 / 0.968 on 96
+  // SMs (an H200's bandwidth per SM), 0.979 / 0.987 on all 132; T = 2 0.974 / 0.968 and 0.973 /
+  // 0.981; T = 8 0.993 / 0.992 and 1.011 / 1.004; batch 1 0.92-0.96.
+  const int stage_shift = __ffs(rows_per_stage) - 1;
+  const int chunks_per_head = tile_rows >> stage_shift;
   const int num_chunks = kHeads * chunks_per_head;
   const int groups_per_stage = rows_per_stage / kRowsPerWarp;
   ST* const stage_base = reinterpret_cast<ST*>(smem);
@@ -491,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     const AT* ring_k = static_cast<const AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                        static_cast<int64_t>(h) * R * K;
     constexpr int kPer16 = 16 / static_cast<int>(sizeof(AT));
-    const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
+    const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16, u_shift = __ffs(u_pieces) - 1;
     for (int i = threadIdx.x; i < nh * k_pieces; i += kThreads) {
       const int j = i / k_pieces, c = i % k_pieces;
       cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index_checked(start, j, R)) * K + c * kPer16);
@@ -504,7 +518,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
           p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv0 + hh) * R;
       AT* const dst_u = s_ring_u_raw + hh * R * tile_rows;
       for (int i = threadIdx.x; i < nh * u_pieces; i += kThreads) {
-        const int j = i / u_pieces, c = i % u_pieces;
+        const int j = i >> u_shift, c = i & (u_pieces - 1);
         cp_async16(dst_u + j * tile_rows + c * kPer16,
                    ring_u + static_cast<int64_t>(ring_index_checked(start, j, R)) * V + c * kPer16);
       }
@@ -593,8 +607,10 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh) {
       const float* const g_h = s_g + hh * tok_step;
-      for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
-        const int i = idx / n, j = idx % n;
+      // Pairs (i, j) on a kT-wide grid (i = idx / kT: a shift), not an n-wide one (a division by
+      // the run-time n, about twenty instructions, in each of these loops).
+      for (int idx = threadIdx.x; idx < n * kT; idx += kThreads) {
+        const int i = idx / kT, j = idx % kT;
         if (j <= i) {
           float sum = 0.f;
           for (int l = j + 1; l <= i; ++l) sum += g_h[l];
@@ -615,10 +631,10 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       history_weights(nh, lane, s_ring_g + warp * R4, s_weight + warp * R4, &s_scalars[warp]);
     // Window dot products, one row group per pair (i, j), j <= i; warp-uniform trip count, as the
     // group sums need every lane of the warp.
-    for (int pb = warp * kRowsPerWarp; pb < n * n; pb += kGroupsPerCta) {
+    for (int pb = warp * kRowsPerWarp; pb < n * kT; pb += kGroupsPerCta) {
       const int pi = pb + grp;
-      int i = pi / n, j = pi % n;
-      const bool live = pi < n * n && j <= i;
+      int i = pi / kT, j = pi % kT;
+      const bool live = pi < n * kT && j <= i;
       if (!live) i = 0, j = 0;
       float ki[kElems], kj[kElems], qi[kElems];
       load_cols(s_win_k + i * K, ki);
@@ -656,8 +672,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh) {
       const int ps = hh * pair_step;
-      for (int idx = threadIdx.x; idx < n * n; idx += kThreads) {
-        const int i = idx / n, j = idx % n;
+      for (int idx = threadIdx.x; idx < n * kT; idx += kThreads) {
+        const int i = idx / kT, j = idx % kT;
         if (j < i) s_amat[ps + i * T + j] = s_beta[hh * tok_step + i] * s_decay[ps + i * T + j] * s_kk[i * T + j];
         if (j <= i) s_dmat[ps + i * T + j] = s_decay[ps + i * T + j] * s_kq[i * T + j];
       }
@@ -711,8 +727,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     // outputs fin_m, fin_m + fin_step, ... (rows_per_stage is a power of two up to 32; dividing
     // once here, not per chunk: the per-chunk division sat on the path after the barrier and held
     // 11 % of the stall samples, ncu).
-    const int fin_row = threadIdx.x % rows_per_stage;
-    const int fin_m = threadIdx.x / rows_per_stage, fin_step = kThreads / rows_per_stage;
+    const int fin_row = threadIdx.x & (rows_per_stage - 1);
+    const int fin_m = threadIdx.x >> stage_shift, fin_step = kThreads >> stage_shift;
     // A thread's outputs are fin_m + j fin_step, j < kDots / fin_step: at most kFinishMax of them,
     // rows_per_stage being at most kMaxStageRows (stage_rows' bound, written out: calling it as
     // constexpr reordered a K = 256 instance's SASS, session 33) and a power of two (so it divides
@@ -913,7 +929,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
         ring_g[ring_index_checked(start, nh + i, R)] = s_g[hh * tok_step + i];
       }
       // k̂ is shared by the v-heads of a k-group: the CTA of the group's first v-head appends it.
-      if (hv0 % (p.HV / p.H) == 0) {
+      if (k_group_first) {
         AT* const ring_k = static_cast<AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                            static_cast<int64_t>(h) * R * K;
         for (int idx = threadIdx.x; idx < n * K; idx += kThreads) {
