@@ -34,7 +34,7 @@ inline const char* choose_tiles(const GdnParams& p, int rows_per_warp, int* tile
   *tile_rows = p.V / *tiles;
   // The window kernel divides by tile_rows with shifts. V is 64, 128 or 256 (the ops check it), so
   // every tiling that divides it passes; this names the rule should that ever change.
-  if ((*tile_rows & (*tile_rows - 1)) != 0) return "the CUDA kernels need V / tiles_per_head to be a power of two";
+  if ((*tile_rows & (*tile_rows - 1)) != 0) return "tiles_per_head must split V into tiles of a power-of-two number of rows";
   return nullptr;
 }
 
