@@ -94,8 +94,19 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
   if constexpr (kToken)
     if (gate_thread) load_gate_token(p, row, hv, gate_in), load_gate_head(p, hv, gate_in);
   const int32_t slot = p.slots[row];
+  // The k-head, and (decode) whether hv is its first v-head, the CTA that appends k: formed while
+  // the slot is on its way and held there by the empty asm. Written at their uses, the k-head's two
+  // integer divisions (about twenty-five instructions each) came after the slot's check, ahead of
+  // the token's q and k loads that need it, and hv % (HV / H) two more in the tail (sm_90a SASS,
+  // session 70; the window kernel's head shifts, docs/perf-notes.md, GDN spec verify "Session 70").
+  const int v_per_k = p.HV / p.H;
+  int h = hv / v_per_k;
+  int k_group_first = hv == h * v_per_k;
+  if constexpr (M == Mode::kDecode)
+    asm volatile("" : "+r"(h), "+r"(k_group_first));
+  else
+    asm volatile("" : "+r"(h));
   if (!slot_is_live(slot, p.null_slot, p.num_slots)) return;
-  const int h = hv / (p.HV / p.H);
   const int R = p.ring_len;
   const int V = p.V;
 
@@ -107,7 +118,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
       static_cast<ST*>(p.state) + static_cast<int64_t>(slot) * p.state_slot_stride + static_cast<int64_t>(hv) * V * K;
   extern __shared__ __align__(16) float smem[];
   const int rows_per_stage = stage_rows(tile_rows, K, static_cast<int>(sizeof(ST)));
-  const int num_chunks = tile_rows / rows_per_stage;
+  // tile_rows and rows_per_stage are powers of two (choose_tiles checks it): a shift, not a
+  // division by a run-time divisor.
+  const int num_chunks = tile_rows >> (__ffs(rows_per_stage) - 1);
   const int groups_per_stage = rows_per_stage / kRowsPerWarp;
   ST* const stage_base = reinterpret_cast<ST*>(smem);
   const SmemLayout lay = smem_layout(R, tile_rows, K, static_cast<int>(sizeof(ST)), static_cast<int>(sizeof(AT)), kRing);
@@ -172,13 +185,13 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
                        static_cast<int64_t>(hv) * R * V + v0;
     const float* ring_g = p.ring_g + static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R;
     constexpr int kPer16 = 16 / static_cast<int>(sizeof(AT));
-    const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16;
+    const int k_pieces = K / kPer16, u_pieces = tile_rows / kPer16, u_shift = __ffs(u_pieces) - 1;
     for (int i = threadIdx.x; i < n * k_pieces; i += kThreads) {
       const int j = i / k_pieces, c = i % k_pieces;
       cp_async16(s_ring_k_raw + j * K + c * kPer16, ring_k + static_cast<int64_t>(ring_index_checked(start, j, R)) * K + c * kPer16);
     }
     for (int i = threadIdx.x; i < n * u_pieces; i += kThreads) {
-      const int j = i / u_pieces, c = i % u_pieces;
+      const int j = i >> u_shift, c = i & (u_pieces - 1);
       cp_async16(s_ring_u_raw + j * tile_rows + c * kPer16,
                  ring_u + static_cast<int64_t>(ring_index_checked(start, j, R)) * V + c * kPer16);
     }
@@ -373,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_rows_kernel(const GdnParams p
         if (gate_thread)
           p.ring_g[static_cast<int64_t>(slot) * p.ring_g_slot_stride + static_cast<int64_t>(hv) * R + p_new] = g;
         // k is shared by the v-heads of a k-group: the group's first v-head appends it.
-        if (hv % (p.HV / p.H) == 0 && warp == 0 && grp == 0) {
+        if (k_group_first && warp == 0 && grp == 0) {
           AT* rk = static_cast<AT*>(p.ring_k) + static_cast<int64_t>(slot) * p.ring_k_slot_stride +
                    (static_cast<int64_t>(h) * R + p_new) * K;
 #pragma unroll

@@ -16,6 +16,7 @@
 #include "replayssm/common/async_copy.cuh"
 #include "replayssm/common/cuda_utils.cuh"
 #include "replayssm/common/cursor.h"
+#include "replayssm/common/small_divisor.cuh"
 #include "replayssm/mamba2/tile.cuh"
 
 namespace replayssm::mamba2 {
@@ -40,15 +41,29 @@ struct EntryRows {
 // Copies `len` elements of entries 0 .. n_ent-1 to dst + j * ld. `vec` (every source row and dst
 // row 16-byte aligned, len a whole number of 16-byte pieces) takes cp.async; the caller commits
 // and waits. Otherwise element copies, for views the launcher found misaligned.
-template <typename Act, int kThreads, bool kRolled = false>
+// kLen: len where the caller knows it at compile time (N, for the B rows), so that the flat index
+// splits into (entry, piece) by a shift or a multiply; 0 where it is a run-time chunk length (the
+// x rows), split by SmallDivisor: as an integer division by the run-time piece count it was about
+// half of the vector path's ~54 SASS instructions per trip (sm_90a, session 70). Either way the
+// flat index counts pieces or elements staged in shared memory, within SmallDivisor's range.
+template <typename Act, int kThreads, bool kRolled = false, int kLen = 0>
 __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<Act>& rows, int n_ent, int len, bool vec,
                                               int tid) {
+  constexpr int kPer16 = 16 / static_cast<int>(sizeof(Act));
+  if constexpr (kLen > 0) len = kLen;
   if (vec) {
-    constexpr int kPer16 = 16 / static_cast<int>(sizeof(Act));
     const int pieces = len / kPer16;
+    const DivisorOf<kLen / kPer16> by_pieces(pieces);
+    // The x rows' bases as values held across the loop: without the empty asm, ptxas formed the
+    // ring's base again inside the loop's ring branch (~13 uniform-datapath instructions per trip,
+    // sm_90a, the nine-CTA instance), which took back most of what the division saved. Not for
+    // the B rows: held there too, the entries-first instances at N = 128 spilled 16-32 bytes.
+    EntryRows<Act> at = rows;
+    if constexpr (kLen == 0) asm volatile("" : "+l"(at.ring), "+l"(at.tok));
     for (int e = tid; e < n_ent * pieces; e += kThreads) {
-      const int j = e / pieces, c = e - j * pieces;
-      cp_async16(dst + j * ld + c * kPer16, rows.row(j) + c * kPer16);
+      int c;
+      const int j = by_pieces.divmod(e, &c);
+      cp_async16(dst + j * ld + c * kPer16, at.row(j) + c * kPer16);
     }
   } else {
     // kRolled (the spec kernel): this path serves misaligned views only, and each unrolled copy (a
@@ -56,9 +71,11 @@ __device__ __forceinline__ void stage_entries(Act* dst, int ld, const EntryRows<
     // caches with the stream loop, which stalls on instruction fetch there (docs/perf-notes.md,
     // Mamba-2 spec verify, "Session 26"). The replay kernel keeps 4: rolled, ten of its N = 128
     // instances spilled 8-24 more bytes at their 64-register bound (sm_90a, ptxas).
+    const DivisorOf<kLen> by_len(len);
 #pragma unroll(kRolled ? 1 : 4)
     for (int e = tid; e < n_ent * len; e += kThreads) {
-      const int j = e / len, i = e - j * len;
+      int i;
+      const int j = by_len.divmod(e, &i);
       dst[j * ld + i] = rows.row(j)[i];
     }
   }

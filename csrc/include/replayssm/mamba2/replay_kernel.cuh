@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32, kNineCtas ? kReplayMmaNineCtas : 
     stage_b_mma_order<kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
                                 p.entries_vec_aligned, tid);
   else
-    stage_entries<Act, kThreads>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
+    stage_entries<Act, kThreads, false, N>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, 0, hist, start, R}, n_ent, N,
                                  p.entries_vec_aligned, tid);
   stage_entries<Act, kThreads>(x_raw, p_chunk, EntryRows<Act>{ring_x + p0, P, x_in + (decode ? p0 : 0), 0, hist, start, R},
                                n_ent, plen, x_vec, tid);

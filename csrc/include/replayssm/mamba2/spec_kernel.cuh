@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
   const int n_ent = hist + n;
   const bool x_vec = p.entries_vec_aligned && (ldxr * sizeof(Act)) % 16 == 0 && (plen * sizeof(Act)) % 16 == 0;
   // kRolled: less code beside the stream loop (entries.cuh).
-  stage_entries<Act, kThreads, true>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R}, n_ent,
-                                     N, p.entries_vec_aligned, tid);
+  stage_entries<Act, kThreads, true, N>(b_raw, ldb, EntryRows<Act>{ring_B, N, B_in, p.tok.B_stride, hist, start, R},
+                                        n_ent, N, p.entries_vec_aligned, tid);
   for (int hh = 0; hh < heads; ++hh) {
     const int64_t h = h0 + hh;
     stage_entries<Act, kThreads, true>(
@@ -399,7 +399,11 @@ __global__ void __launch_bounds__(kWarps * 32, spec_min_ctas<kT>())
     if (!flush && tid < heads) c0_s[tid] = 1.f;
 #pragma unroll 1
     for (int e = tid - first_task_warp * 32; e >= 0 && e < heads * tasks; e += kThreads - first_task_warp * 32) {
-      const int hh = e / tasks, t = e - hh * tasks;
+      // e's head by comparisons (heads <= 4), not an integer division by the run-time task count.
+      int hh = 0;
+#pragma unroll
+      for (int k = 1; k < heads; ++k) hh += e >= k * tasks ? 1 : 0;
+      const int t = e - hh * tasks;
       const float A = a_s[hh];
       const float* const d = delta_s + hh * R;
       if (t < replay_tasks) {
